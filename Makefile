@@ -1,0 +1,62 @@
+# verl recipes: `make help` lists everything. Recipe targets are discovered from recipes/, never listed here.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+RECIPE := $(PY) -m scripts.recipe
+# torch first and pinned, so nothing pulls an unpinned CUDA torch (set TORCH_SPEC for your platform)
+TORCH_SPEC ?= torch==2.13.0
+
+V ?=
+VARIANT ?=
+ARGS ?=
+RECIPES := $(sort $(notdir $(wildcard recipes/*)))
+SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
+
+.PHONY: help setup test check list cp diff $(RECIPES) \
+	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES))
+
+help:
+	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
+	@echo "make test                       the test suite (CPU; GPU tests skip)"
+	@echo "make check                      prove every recipe, version and variant against the installed verl"
+	@echo "make list                       recipes, versions, variants and status"
+	@echo "make <recipe>                   launch on this GPU node       [V=vN VARIANT=name ARGS=\"k=v ...\"]"
+	@echo "make <recipe>-show              the composed config            [same V/VARIANT/ARGS]"
+	@echo "make <recipe>-check             prove it with your overrides   [same V/VARIANT/ARGS]"
+	@echo "make cp FROM=<recipe>[/vN][:variant] TO=<new>   a new recipe that inherits FROM"
+	@echo "make diff A=<recipe>[/vN][:variant] B=<...>     keys that differ between two composed recipes"
+	@echo "recipes: $(RECIPES)"
+
+setup:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -r requirements/cpu.txt
+	@$(PY) -c "import verl, hydra, torch; print('verl', verl.__version__, '| torch', torch.__version__)"
+
+test:
+	$(PY) -m pytest -q tests
+
+check:
+	$(RECIPE) check all
+
+list:
+	@$(RECIPE) list
+
+cp:
+	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make cp FROM=<recipe>[/vN][:variant] TO=<new-name>"; exit 2; }
+	$(RECIPE) cp "$(FROM)" "$(TO)"
+
+diff:
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make diff A=<recipe>[/vN][:variant] B=<recipe>[/vN][:variant]"; exit 2; }
+	@$(RECIPE) diff "$(A)" "$(B)"
+
+$(RECIPES):
+	$(RECIPE) run $@ $(SELECT)
+
+$(addsuffix -show,$(RECIPES)): %-show:
+	@$(RECIPE) show $* $(SELECT)
+
+$(addsuffix -check,$(RECIPES)): %-check:
+	$(RECIPE) check $* $(SELECT)

@@ -1,0 +1,121 @@
+"""Launch a recipe: GPUs first, then the proof, then data, then the real verl entry point.
+
+verl receives the composed, resolved config as a file in the run folder, so what ran is exactly what was proven
+and stays on disk next to the metrics.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from scripts.catalog import REPO, Recipe, RecipeError
+from scripts.checks import check
+from scripts.compose import compose, runs_dir, to_yaml
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs visible here (0 when there is no driver); cheap, so it runs before anything else."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (subprocess.SubprocessError, OSError):
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = sum(line.startswith("GPU ") for line in out.splitlines())
+    return min(count, len([d for d in visible.split(",") if d.strip()])) if visible else count
+
+
+def require_gpus(recipe: Recipe, needed: int | None = None) -> None:
+    found = gpu_count()
+    if found == 0:
+        raise RecipeError(
+            f"{recipe.label}: no NVIDIA GPU on this machine (nvidia-smi finds none), so nothing was launched or "
+            f"downloaded. Run it on a GPU node, submit it to a Ray cluster with CLUSTER=<address>, or prove it here "
+            f"with `make {recipe.name}-check`."
+        )
+    if needed is not None and found < needed:
+        raise RecipeError(
+            f"{recipe.label}: the recipe declares {needed} GPUs per node (trainer.n_gpus_per_node plus any "
+            f"standalone rollout GPUs) but this node has {found}; set ARGS=\"trainer.n_gpus_per_node={found} ...\" "
+            f"or use a recipe for this node size"
+        )
+
+
+def gpus_per_node(cfg: DictConfig) -> int:
+    """GPUs one node must have: the trainer's, plus a standalone rollout pool on the same node count."""
+    rollout = cfg.actor_rollout_ref.rollout
+    standalone = rollout.n_gpus_per_node if rollout.get("nnodes", 0) else 0
+    return int(cfg.trainer.n_gpus_per_node) + int(standalone or 0)
+
+
+def missing_packages(cfg: DictConfig) -> list[str]:
+    """Packages plain `pip install verl` lacks but this config needs at run time, with the extra that brings them."""
+    needs = {"ray": "verl", "transfer_queue": "verl[vllm] or verl[sglang] (TransferQueue, for trainer.use_v1)"}
+    if cfg.actor_rollout_ref.rollout.name in ("vllm", "sglang"):
+        needs[cfg.actor_rollout_ref.rollout.name] = f"verl[{cfg.actor_rollout_ref.rollout.name}]"
+    if cfg.model_engine == "megatron":
+        needs["megatron.core"] = "verl[megatron] plus the pinned megatron-core (requirements/gpu-megatron.txt)"
+        needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
+    if cfg.global_profiler.tool == "nsys":
+        needs["nvtx"] = "nvtx (pip install nvtx; verl asserts it for global_profiler.tool=nsys)"
+    missing = []
+    for module, extra in needs.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            missing.append(f"python module '{module}' is missing: install {extra}")
+    return missing
+
+
+def prepare_data(recipe: Recipe) -> None:
+    from scripts.data.prepare import outputs
+
+    for dataset in recipe.card_value("data", []):
+        if all(p.exists() for p in outputs(dataset)):
+            continue
+        print(f"[launch] preparing dataset {dataset} (missing: {[str(p) for p in outputs(dataset) if not p.exists()]})")
+        subprocess.run([sys.executable, "-m", "scripts.data.prepare", dataset], cwd=REPO, check=True)
+
+
+def write_run_config(recipe: Recipe, cfg: DictConfig) -> Path:
+    run_dir = runs_dir() / recipe.run_name / time.strftime("%Y%m%d-%H%M%S")
+    run_dir.mkdir(parents=True, exist_ok=False)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    return run_dir
+
+
+def verl_command(recipe: Recipe, run_dir: Path) -> list[str]:
+    return [sys.executable, "-m", recipe.entrypoint, f"--config-path={run_dir}", "--config-name=config",
+            f"hydra.run.dir={run_dir}"]
+
+
+def run_env(run_dir: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.setdefault("VERL_FILE_LOGGER_PATH", str(run_dir / "metrics.jsonl"))
+    return env
+
+
+def launch(recipe: Recipe, args: str | None) -> int:
+    require_gpus(recipe)
+    cfg = compose(recipe, args)
+    require_gpus(recipe, gpus_per_node(cfg))
+    errors = check(recipe, args) + missing_packages(cfg)
+    if errors:
+        raise RecipeError("not launched:\n  " + "\n  ".join(errors))
+    prepare_data(recipe)
+    run_dir = write_run_config(recipe, cfg)
+    command = verl_command(recipe, run_dir)
+    print(f"[launch] {recipe.label} -> {run_dir}\n[launch] {' '.join(command)}", flush=True)
+    return subprocess.call(command, cwd=run_dir, env=run_env(run_dir))

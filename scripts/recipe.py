@@ -1,0 +1,110 @@
+"""The one launcher: `python -m scripts.recipe <command> ...` (the Makefile calls it; see `make help`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scripts import catalog
+from scripts.catalog import RecipeError
+
+
+def _recipe(ns) -> catalog.Recipe:
+    return catalog.get(ns.name, ns.version or None, ns.variant or None)
+
+
+def cmd_list(ns) -> int:
+    print(f"{'recipe':28} {'versions':10} {'variants':28} {'status':36} workload")
+    for name in catalog.names():
+        versions = catalog.versions(name)
+        card = catalog.load_card(name, versions[-1])
+        print(f"{name:28} {','.join(versions):10} {','.join(catalog.variants(name, versions[-1])) or '-':28} "
+              f"{card['status']:36} {card.get('workload', '')}")
+    return 0
+
+
+def cmd_show(ns) -> int:
+    from scripts.compose import compose, to_yaml
+
+    print(to_yaml(compose(_recipe(ns), ns.args)), end="")
+    return 0
+
+
+def cmd_check(ns) -> int:
+    from scripts.checks import check
+
+    recipes = catalog.all_recipes() if ns.name == "all" else [_recipe(ns)]
+    failed = 0
+    for recipe in recipes:
+        errors = check(recipe, ns.args)
+        failed += bool(errors)
+        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}")
+        for error in errors:
+            print(f"      {error}")
+    print(f"{len(recipes) - failed} proven, {failed} failed against verl {catalog_verl()}")
+    return 1 if failed else 0
+
+
+def catalog_verl() -> str:
+    from importlib.metadata import version
+
+    return version("verl")
+
+
+def cmd_run(ns) -> int:
+    from scripts.launch import launch
+
+    return launch(_recipe(ns), ns.args)
+
+
+def cmd_cp(ns) -> int:
+    from scripts.copy_recipe import copy_recipe
+
+    for path in copy_recipe(catalog.parse(ns.source), ns.new_name):
+        print(f"created {path}")
+    print(f"next: edit recipes/{ns.new_name}/v1/recipe.yaml, then `make {ns.new_name}-check`")
+    return 0
+
+
+def cmd_diff(ns) -> int:
+    from scripts.compose import compose, flatten
+
+    a, b = (flatten(compose(catalog.parse(s), naming=False)) for s in (ns.a, ns.b))
+    changed = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    for key in changed:
+        print(f"{key}: {a.get(key, '<absent>')!r} -> {b.get(key, '<absent>')!r}")
+    print(f"{len(changed)} key(s) differ")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.recipe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="recipes, versions, variants, status").set_defaults(fn=cmd_list)
+    for command, fn, text in (("show", cmd_show, "print the composed config"),
+                              ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
+                              ("run", cmd_run, "launch on this GPU node")):
+        p = sub.add_parser(command, help=text)
+        p.add_argument("name", help="recipe folder name" + (", or 'all'" if command == "check" else ""))
+        p.add_argument("--version", default="", help="vN (default: latest)")
+        p.add_argument("--variant", default="", help="a variant file of the version, e.g. megatron")
+        p.add_argument("--args", default="", help="Hydra overrides, e.g. \"trainer.total_epochs=1\"")
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("cp", help="copy a recipe into a new one that inherits it")
+    p.add_argument("source", help="name[/vN][:variant]")
+    p.add_argument("new_name")
+    p.set_defaults(fn=cmd_cp)
+    p = sub.add_parser("diff", help="keys that differ between two composed recipes")
+    p.add_argument("a", help="name[/vN][:variant]")
+    p.add_argument("b", help="name[/vN][:variant]")
+    p.set_defaults(fn=cmd_diff)
+    ns = parser.parse_args(argv)
+    try:
+        return ns.fn(ns)
+    except RecipeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
