@@ -1,0 +1,186 @@
+"""plan() and the CLI on configs composed by Hydra from verl 0.9.1's own ppo_trainer.yaml."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import verl
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from test_planner_hf_configs import QWEN2_5_7B, QWEN3_235B_A22B
+
+from scripts.planner import plan
+
+VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer/config")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ACTOR = "actor_rollout_ref.actor"
+MEGATRON = f"{ACTOR}.megatron"
+ROLLOUT = "actor_rollout_ref.rollout"
+
+# verl's 0.9.1 GRPO template shape (examples/grpo_trainer/run_qwen3_8b_fsdp.sh) on Qwen2.5-7B
+FSDP_RECIPE = [
+    f"{ACTOR}.use_dynamic_bsz=True",
+    f"{ACTOR}.ppo_max_token_len_per_gpu=24576",
+    "data.max_prompt_length=1024",
+    "data.max_response_length=2048",
+    f"{ROLLOUT}.tensor_model_parallel_size=2",
+    f"{ROLLOUT}.gpu_memory_utilization=0.6",
+]
+# the seed's Megatron case: TP2, mbs 2, prompt 2k + response 8k
+SEED_MEGATRON = [
+    "model_engine=megatron",
+    f"{MEGATRON}.tensor_model_parallel_size=2",
+    f"{ACTOR}.ppo_micro_batch_size_per_gpu=2",
+    "data.max_prompt_length=2048",
+    "data.max_response_length=8192",
+    f"{ROLLOUT}.gpu_memory_utilization=0.6",
+]
+
+
+def composed(overrides: list[str]):
+    with initialize_config_dir(config_dir=VERL_CONFIG_DIR, version_base=None):
+        cfg = compose("ppo_trainer", overrides)
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def test_seed_megatron_case_shows_the_estimator_numbers_and_does_not_fit():
+    result = plan(composed(SEED_MEGATRON), QWEN2_5_7B)
+    assert not result.fits and result.errors == []
+    assert "  PP rank 0: 3.81 B params, weights+grads+optimizer 31.92 GiB + activations 51.36 GiB = 83.27 GiB" in (
+        result.lines
+    )
+    assert "largest term: activations (51.36 GiB)" in result.verdict
+    assert f"{ACTOR}.ppo_max_token_len_per_gpu" in result.verdict
+    # 31.92 GiB of actor state stays next to vLLM's 48 GiB share during rollout
+    assert f"set {MEGATRON}.{{param_offload,optimizer_offload}}=True" in result.verdict
+
+
+def test_seed_megatron_case_fits_with_dynamic_batching_and_offload():
+    overrides = SEED_MEGATRON + [
+        f"{ACTOR}.use_dynamic_bsz=True",
+        f"{ACTOR}.ppo_max_token_len_per_gpu=10240",
+        f"{MEGATRON}.param_offload=True",
+        f"{MEGATRON}.optimizer_offload=True",
+    ]
+    result = plan(composed(overrides), QWEN2_5_7B)
+    assert "  PP rank 0: 3.81 B params, weights+grads+optimizer 31.92 GiB + activations 25.68 GiB = 57.59 GiB" in (
+        result.lines
+    )
+    assert result.fits, result.verdict
+    assert result.verdict.startswith("fits: actor update 61.59 GiB (largest term: weights+grads+optimizer 31.92 GiB)")
+
+
+def test_fsdp_recipe_fits_and_logits_dominate_until_fused_kernels():
+    result = plan(composed(FSDP_RECIPE), QWEN2_5_7B)
+    assert result.fits, result.verdict
+    assert "largest term: logits" in result.verdict
+    fused = plan(composed(FSDP_RECIPE + ["actor_rollout_ref.model.use_fused_kernels=True"]), QWEN2_5_7B)
+    logits = {term.name: term.gib for term in fused.training_terms}["logits"]
+    assert logits == 0 and "largest term: layer activations" in fused.verdict
+    assert fused.rollout.concurrent_sequences > fused.rollout.max_num_seqs  # 3k-token sequences, TP 2
+
+
+def test_fsdp_on_one_gpu_names_the_optimizer_and_offload_policy():
+    result = plan(composed(FSDP_RECIPE + ["trainer.n_gpus_per_node=1", f"{ROLLOUT}.tensor_model_parallel_size=1"]),
+                  QWEN2_5_7B)
+    assert not result.fits
+    assert "largest term: AdamW states (56.74 GiB)" in result.verdict
+    assert f"{ACTOR}.fsdp_config.offload_policy=True" in result.verdict
+
+
+def test_rollout_share_too_large_next_to_the_actor():
+    result = plan(composed(FSDP_RECIPE + [f"{ROLLOUT}.gpu_memory_utilization=0.9"]), QWEN2_5_7B)
+    assert not result.fits
+    assert "rollout needs" in result.verdict and f"{ROLLOUT}.gpu_memory_utilization to <= 0.83" in result.verdict
+    assert "actor update needs" not in result.verdict
+
+
+def test_layout_errors_stop_the_plan():
+    result = plan(composed(SEED_MEGATRON + [f"{MEGATRON}.tensor_model_parallel_size=3"]), QWEN2_5_7B)
+    assert not result.fits
+    assert any("[TP×PP×CP divides the world size]" in error for error in result.errors)
+    assert result.verdict.startswith("does not fit: 4 layout rule(s) broken")
+
+
+def qwen3_235b_demo(extra: list[str]) -> list[str]:
+    """verl's examples/grpo_trainer/run_qwen3_235b_a22b_megatron.sh settings on 8 nodes (without grad_offload)."""
+    override = f"{MEGATRON}.override_transformer_config"
+    return [
+        "model_engine=megatron",
+        "trainer.nnodes=8",
+        f"{MEGATRON}.tensor_model_parallel_size=4",
+        f"{MEGATRON}.pipeline_model_parallel_size=8",
+        f"{MEGATRON}.expert_model_parallel_size=4",
+        f"{MEGATRON}.param_offload=True",
+        f"{MEGATRON}.optimizer_offload=True",
+        f"+{override}.num_layers_in_first_pipeline_stage=11",
+        f"+{override}.num_layers_in_last_pipeline_stage=11",
+        f"{override}.recompute_granularity=full",
+        f"{override}.recompute_method=uniform",
+        f"{override}.recompute_num_layers=1",
+        f"{ACTOR}.use_dynamic_bsz=True",
+        f"{ACTOR}.ppo_max_token_len_per_gpu=12288",
+        "data.max_prompt_length=8192",
+        "data.max_response_length=4096",
+        f"{ROLLOUT}.tensor_model_parallel_size=8",
+        f"{ROLLOUT}.gpu_memory_utilization=0.75",
+        *extra,
+    ]
+
+
+def test_qwen3_235b_demo_breaks_the_expert_layout_rules():
+    result = plan(composed(qwen3_235b_demo([f"{ROLLOUT}.expert_parallel_size=64"])), QWEN3_235B_A22B)
+    assert any("[ETP×EP×PP divides the world size] 4×4×8 = 128" in error for error in result.errors)
+    assert any("[rollout EP equals TP×DP] EP 64, TP×DP = 8" in error for error in result.errors)
+
+
+def test_qwen3_235b_needs_megatron_cpu_optimizer_on_64_gpus():
+    fixed = [f"{MEGATRON}.expert_tensor_parallel_size=1"]
+    result = plan(composed(qwen3_235b_demo(fixed)), QWEN3_235B_A22B)
+    assert not result.fits and "largest term: weights+grads+optimizer" in result.verdict
+    assert "optimizer_cpu_offload=True" in result.verdict
+    cpu_optimizer = [
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=True",
+        "+actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_offload_fraction=1.0",
+        f"{ROLLOUT}.data_parallel_size=8",
+        f"{ROLLOUT}.expert_parallel_size=64",
+    ]
+    result = plan(composed(qwen3_235b_demo(fixed + cpu_optimizer)), QWEN3_235B_A22B)
+    assert result.fits, result.verdict
+
+
+def test_standalone_rollout_pool_keeps_no_actor_state():
+    overrides = FSDP_RECIPE + [f"{ROLLOUT}.nnodes=1", f"{ROLLOUT}.n_gpus_per_node=8"]
+    result = plan(composed(overrides), QWEN2_5_7B)
+    assert "vLLM kept during training" not in {term.name for term in result.training_terms}
+    assert any(line.startswith("rollout phase:") and "actor kept 0.00 GiB" in line for line in result.lines)
+
+
+def test_plain_dict_config_and_missing_key():
+    cfg = OmegaConf.to_container(composed(FSDP_RECIPE))
+    assert plan(cfg, QWEN2_5_7B).fits
+    del cfg["data"]["max_prompt_length"]
+    with pytest.raises(ValueError, match="data.max_prompt_length"):
+        plan(cfg, QWEN2_5_7B)
+
+
+def run_cli(tmp_path: Path, overrides: list[str]) -> subprocess.CompletedProcess:
+    config_yaml = tmp_path / "config.yaml"
+    config_yaml.write_text(OmegaConf.to_yaml(composed(overrides)))
+    (tmp_path / "config.json").write_text(json.dumps(QWEN2_5_7B))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "scripts.planner", str(config_yaml), str(tmp_path), "--gpu-mem", "80"]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
+
+
+def test_cli_exit_status_follows_the_verdict(tmp_path):
+    fits = run_cli(tmp_path, FSDP_RECIPE)
+    assert fits.returncode == 0, fits.stderr
+    assert fits.stdout.splitlines()[-1].startswith("fits:")
+    does_not = run_cli(tmp_path, SEED_MEGATRON)
+    assert does_not.returncode == 1, does_not.stderr
+    assert "83.27 GiB" in does_not.stdout and does_not.stdout.splitlines()[-1].startswith("does not fit:")
