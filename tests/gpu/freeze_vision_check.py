@@ -1,0 +1,422 @@
+"""Check on one GPU that scripts.freeze_vision really freezes the vision tower inside verl 0.9.1's FSDP engine.
+
+It follows ActorRolloutRefWorker.init_model and update_actor without Ray: compose verl's ppo_trainer.yaml
+with the keys a recipe sets, build HFModelConfig from it (which imports the hook through
+`actor_rollout_ref.model.external_lib`), build the actor engine with EngineRegistry.new, initialize it, and
+run engine.train_batch with verl's ppo_loss on a padded PPO batch with images, converted like
+RayPPOTrainer._update_actor does. The model is a random-init Qwen2.5-VL (or Qwen3-VL) saved to a temp dir.
+
+Runs: fsdp2 with the hook, fsdp2 without it (memory and time baseline; the vision tower must move there,
+which proves the check can fail), FSDP1 with use_orig_params=False, which the hook must refuse with a clear
+error, and (GPU only) FSDP1 with use_orig_params=True and the hook.
+
+    python tests/gpu/freeze_vision_check.py                  # on the GPU machine, < 3 minutes
+    python tests/gpu/freeze_vision_check.py --cpu-dry-run    # same code path on CPU (gloo), tiny model
+
+Prints PASS/FAIL per run and overall, exits 1 on FAIL, and writes $OUT/freeze_vision.json when $OUT is set.
+"""
+
+import argparse
+import gc
+import json
+import os
+import sys
+import tempfile
+import time
+import types
+from functools import partial
+
+import numpy as np
+import torch
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HOOK_MODULE = "scripts.freeze_vision"
+IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 100, 101, 102, 103
+VOCAB_SIZE = 512
+# tiny: seconds on CPU. medium: a vision tower big enough (~165M params) that its grads and AdamW state show
+# up in peak memory and step time on a GPU.
+SIZES = {
+    "tiny": dict(text_hidden=32, text_heads=4, mrope=[2, 1, 1], vision_hidden=16, vision_depth=2, vision_heads=2),
+    "medium": dict(
+        text_hidden=1024, text_heads=16, mrope=[8, 12, 12], vision_hidden=1280, vision_depth=8, vision_heads=16
+    ),
+}
+PATCH, MERGE = 14, 2
+IMAGE_GRID_THW = (1, 8, 8)  # 64 patches -> 16 image tokens after the 2x2 merge
+
+
+def vl_config(model_type: str, size: str = "tiny"):
+    """A small Qwen2.5-VL or Qwen3-VL config (HF transformers classes) for random-init checks."""
+    from transformers import Qwen2_5_VLConfig, Qwen3VLConfig
+
+    dims = SIZES[size]
+    heads = dims["text_heads"]
+    text = dict(
+        hidden_size=dims["text_hidden"],
+        intermediate_size=2 * dims["text_hidden"],
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2,
+        vocab_size=VOCAB_SIZE,
+        max_position_embeddings=1024,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    vision = dict(
+        depth=dims["vision_depth"],
+        hidden_size=dims["vision_hidden"],
+        intermediate_size=2 * dims["vision_hidden"],
+        num_heads=dims["vision_heads"],
+        out_hidden_size=dims["text_hidden"],
+        patch_size=PATCH,
+        spatial_merge_size=MERGE,
+        temporal_patch_size=1,
+    )
+    # transformers 5 rope format; mrope_section sums to head_dim / 2
+    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": dims["mrope"]}
+    ids = dict(image_token_id=IMAGE_TOKEN_ID, video_token_id=VIDEO_TOKEN_ID, vision_start_token_id=VISION_START_ID)
+    if model_type == "qwen2_5_vl":
+        vision.update(window_size=PATCH * MERGE * 2, fullatt_block_indexes=[dims["vision_depth"] - 1])
+        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
+        config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    elif model_type == "qwen3_vl":
+        text["head_dim"] = dims["text_hidden"] // heads
+        vision.update(num_position_embeddings=64, deepstack_visual_indexes=[0])
+        config = Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
+        config.architectures = ["Qwen3VLForConditionalGeneration"]
+    else:
+        raise ValueError(f"--model must be qwen2_5_vl or qwen3_vl, got {model_type!r}")
+    config.tie_word_embeddings = False
+    return config
+
+
+def save_random_model(model_type: str, size: str, path: str) -> None:
+    from transformers import AutoModelForImageTextToText
+
+    torch.manual_seed(0)
+    AutoModelForImageTextToText.from_config(vl_config(model_type, size)).save_pretrained(path)
+
+
+def use_cpu_platform() -> None:
+    """Make verl (which only knows accelerators) run its engine on CPU with gloo, for --cpu-dry-run."""
+    from verl.plugin.platform.platform_cuda import PlatformCUDA
+    from verl.plugin.platform.platform_manager import set_platform
+
+    class CpuDeviceModule(types.ModuleType):
+        # verl calls empty_cache / memory_allocated / ... on the device module; on CPU they are no-ops
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return getattr(torch.cpu, name, lambda *args, **kwargs: 0)
+
+        def mem_get_info(self, device=None):
+            return 0, 0
+
+    class PlatformCPU(PlatformCUDA):
+        device_name = "cpu"
+        device_module = CpuDeviceModule("cpu_device")
+
+        def is_available(self):
+            return True
+
+        def current_device(self):
+            return torch.device("cpu")
+
+        def set_device(self, device_index):
+            pass
+
+        def synchronize(self, device_index=None):
+            pass
+
+        def manual_seed(self, seed):
+            torch.manual_seed(seed)
+
+        def manual_seed_all(self, seed):
+            torch.manual_seed(seed)
+
+        def empty_cache(self):
+            pass
+
+        def communication_backend_name(self):
+            return "gloo"
+
+    set_platform(PlatformCPU())
+    os.environ["VERL_ENGINE_DEVICE"] = "cuda"  # EngineRegistry only registers FSDP for cuda/npu
+
+
+def compose_actor_config(model_path: str, strategy: str, use_orig_params: bool, freeze: bool):
+    from hydra import compose, initialize_config_dir
+
+    import verl
+
+    overrides = [
+        f"actor_rollout_ref.model.path={model_path}",
+        "+actor_rollout_ref.model.load_tokenizer=False",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",  # no flash-attn on the check machine
+        "actor_rollout_ref.model.use_remove_padding=False",  # remove-padding needs flash-attn varlen
+        f"actor_rollout_ref.actor.strategy={strategy}",
+        f"actor_rollout_ref.actor.fsdp_config.use_orig_params={use_orig_params}",
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        "actor_rollout_ref.actor.optim.weight_decay=0.1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.actor.use_kl_loss=False",
+        "actor_rollout_ref.rollout.n=1",
+    ]
+    if freeze:
+        overrides.append(f"actor_rollout_ref.model.external_lib={HOOK_MODULE}")
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer/config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose("ppo_trainer", overrides=overrides).actor_rollout_ref
+
+
+def build_actor_engine(actor_rollout_ref):
+    """What ActorRolloutRefWorker.init_model and TrainingWorker.__init__ do for the actor, minus Ray."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.engine import EngineRegistry
+
+    model_config = omega_conf_to_dataclass(actor_rollout_ref.model)  # imports external_lib
+    actor_config = omega_conf_to_dataclass(actor_rollout_ref.actor)
+    actor_config.model_config = model_config
+    engine_config = actor_config.engine
+    engine_config.use_dynamic_bsz = False
+    engine_config.micro_batch_size_per_gpu = actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
+    engine_config.infer_micro_batch_size_per_gpu = actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
+    engine_config.use_remove_padding = model_config.use_remove_padding
+    engine_config.use_fused_kernels = model_config.use_fused_kernels
+    model_config.model_type = "language_model"
+    engine = EngineRegistry.new(
+        model_type="language_model",
+        backend=engine_config.strategy,
+        model_config=model_config,
+        engine_config=engine_config,
+        optimizer_config=actor_config.optim,
+        checkpoint_config=actor_config.checkpoint,
+    )
+    engine.initialize()
+    return engine, actor_config
+
+
+def ppo_batch(batch_size: int):
+    """A padded PPO batch with one image per prompt, converted the way RayPPOTrainer._update_actor does."""
+    from verl import DataProto
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    generator = torch.Generator().manual_seed(1)
+    t, h, w = IMAGE_GRID_THW
+    image_tokens = t * h * w // MERGE**2
+    prompt_len, response_len = image_tokens + 8, 8
+    patch_dim = 3 * PATCH * PATCH  # temporal_patch_size 1
+    prompts, attention, responses, response_mask, mm_inputs = [], [], [], [], []
+    for index in range(batch_size):
+        left_pad, right_pad = index % 3, (index * 2) % 5
+        text = torch.randint(200, VOCAB_SIZE, (prompt_len - image_tokens - 2 - left_pad,), generator=generator)
+        image = torch.tensor([VISION_START_ID] + [IMAGE_TOKEN_ID] * image_tokens + [VISION_END_ID])
+        prompts.append(torch.cat([torch.zeros(left_pad, dtype=torch.long), image, text]))
+        response = torch.randint(200, VOCAB_SIZE, (response_len,), generator=generator)
+        response[response_len - right_pad :] = 0
+        responses.append(response)
+        mask = torch.ones(response_len, dtype=torch.long)
+        mask[response_len - right_pad :] = 0
+        response_mask.append(mask)
+        attention.append(torch.cat([(torch.arange(prompt_len) >= left_pad).long(), mask]))
+        mm_inputs.append(
+            {
+                "pixel_values": torch.randn(t * h * w, patch_dim, generator=generator),
+                "image_grid_thw": torch.tensor([IMAGE_GRID_THW]),
+            }
+        )
+    prompts, responses = torch.stack(prompts), torch.stack(responses)
+    attention_mask, response_mask = torch.stack(attention), torch.stack(response_mask)
+    text_positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    # (bsz, 4, seq): text positions then the three M-RoPE axes; exact image positions do not matter here
+    position_ids = text_positions.unsqueeze(1).expand(-1, 4, -1).contiguous()
+    batch = DataProto.from_dict(
+        tensors={
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": torch.cat([prompts, responses], dim=1),
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "response_mask": response_mask,
+            "old_log_probs": -torch.rand(batch_size, response_len, generator=generator),
+            "advantages": torch.randn(batch_size, response_len, generator=generator),
+        },
+        non_tensors={"multi_modal_inputs": np.array(mm_inputs, dtype=object)},
+        meta_info={"temperature": 1.0},
+    )
+    data = left_right_2_no_padding(batch.to_tensordict())
+    tu.assign_non_tensor(
+        data,
+        calculate_entropy=False,
+        global_batch_size=batch_size,
+        compute_loss=True,
+        use_remove_padding=False,
+        use_dynamic_bsz=False,
+        micro_batch_size_per_gpu=2,
+        use_fused_kernels=False,
+    )
+    return data
+
+
+def plain_named_parameters(module):
+    """named_parameters without the `_fsdp_wrapped_module.` parts FSDP1 adds."""
+    for name, param in module.named_parameters():
+        yield name.replace("_fsdp_wrapped_module.", ""), param
+
+
+def full_parameters(module) -> dict[str, torch.Tensor]:
+    from torch.distributed.tensor import DTensor
+
+    return {
+        name: (param.full_tensor() if isinstance(param, DTensor) else param).detach().cpu().clone()
+        for name, param in plain_named_parameters(module)
+    }
+
+
+def is_vision(name: str) -> bool:
+    """Oracle independent of the hook: HF Qwen-VL keeps the tower under `model.visual`."""
+    return ".visual." in f".{name}"
+
+
+def run_case(args, model_path: str, strategy: str, use_orig_params: bool, freeze: bool) -> dict:
+    from verl.workers.utils.losses import ppo_loss
+
+    label = f"{strategy}{'' if strategy == 'fsdp2' else f'(use_orig_params={use_orig_params})'} freeze={freeze}"
+    result = {"case": label, "strategy": strategy, "use_orig_params": use_orig_params, "freeze": freeze}
+    on_gpu = torch.cuda.is_available() and not args.cpu_dry_run
+    hook_was_loaded = HOOK_MODULE in sys.modules
+    actor_rollout_ref = compose_actor_config(model_path, strategy, use_orig_params, freeze)
+    if on_gpu:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    engine, actor_config = build_actor_engine(actor_rollout_ref)
+    if freeze and not hook_was_loaded:
+        result["hook_imported_by_verl_external_lib"] = HOOK_MODULE in sys.modules
+    before = full_parameters(engine.module)
+    loss_fn = partial(ppo_loss, config=actor_config)  # as ActorRolloutRefWorker.init_model sets it
+    step_times = []
+    with engine.train_mode():
+        for _ in range(args.steps):
+            data = ppo_batch(batch_size=4)
+            if on_gpu:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            output = engine.train_batch(data, loss_function=loss_fn)
+            if on_gpu:
+                torch.cuda.synchronize()
+            step_times.append(time.perf_counter() - start)
+        grads_none = {name: param.grad is None for name, param in plain_named_parameters(engine.module)}
+        vision_in_optimizer_state = sum(
+            param in engine.optimizer.state for name, param in plain_named_parameters(engine.module) if is_vision(name)
+        )
+    after = full_parameters(engine.module)
+    vision = [name for name in before if is_vision(name)]
+    language = [name for name in before if not is_vision(name)]
+    result.update(
+        vision_tensors=len(vision),
+        vision_params=sum(before[name].numel() for name in vision),
+        language_params=sum(before[name].numel() for name in language),
+        vision_unchanged=sum(torch.equal(before[name], after[name]) for name in vision),
+        language_changed=sum(not torch.equal(before[name], after[name]) for name in language),
+        language_tensors=len(language),
+        vision_grads_none=sum(grads_none[name] for name in vision),
+        vision_in_optimizer_state=vision_in_optimizer_state,
+        grad_norm=float(output["metrics"]["grad_norm"]),
+        step_time_s=(sum(step_times[1:]) / max(1, len(step_times) - 1)),
+        peak_memory_gib=(torch.cuda.max_memory_allocated() / 2**30) if on_gpu else None,
+    )
+    if freeze:
+        passed = (
+            result["vision_unchanged"] == len(vision) > 0
+            and result["language_changed"] == len(language)
+            and result["vision_grads_none"] == len(vision)
+            and vision_in_optimizer_state == 0
+            and result.get("hook_imported_by_verl_external_lib", True)
+        )
+    else:  # baseline: the same check must see the tower move, or it proves nothing
+        passed = result["vision_unchanged"] == 0 and result["language_changed"] == len(language)
+    result["passed"] = bool(passed)
+    del engine
+    gc.collect()
+    if on_gpu:
+        torch.cuda.empty_cache()
+    return result
+
+
+def run_refusal_case(model_path: str) -> dict:
+    """FSDP1 without use_orig_params cannot mix frozen and trainable params; the hook must say so."""
+    result = {"case": "fsdp(use_orig_params=False) freeze=True must refuse"}
+    try:
+        build_actor_engine(compose_actor_config(model_path, "fsdp", use_orig_params=False, freeze=True))
+        result.update(passed=False, error=None)
+    except Exception as error:  # noqa: BLE001 - the type is checked below by name
+        message = f"{type(error).__name__}: {error}"
+        result.update(passed=type(error).__name__ == "VisionFreezeError" and "use_orig_params" in message)
+        result["error"] = message
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu-dry-run", action="store_true", help="run the same path on CPU with a tiny model")
+    parser.add_argument("--model", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl"])
+    parser.add_argument("--size", choices=sorted(SIZES), help="default: medium on GPU, tiny with --cpu-dry-run")
+    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per case (first one is warm-up)")
+    args = parser.parse_args()
+    args.size = args.size or ("tiny" if args.cpu_dry_run else "medium")
+    sys.path.insert(0, REPO_ROOT)  # so verl's import of scripts.freeze_vision finds this repo
+
+    if args.cpu_dry_run:
+        use_cpu_platform()
+    elif not torch.cuda.is_available():
+        print("FAIL: no GPU; use --cpu-dry-run on a CPU machine", flush=True)
+        return 1
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"))
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    if not args.cpu_dry_run:
+        torch.cuda.set_device(0)
+    torch.distributed.init_process_group("gloo" if args.cpu_dry_run else "cpu:gloo,cuda:nccl", rank=0, world_size=1)
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as model_path:
+        save_random_model(args.model, args.size, model_path)
+        results = [
+            run_case(args, model_path, "fsdp2", use_orig_params=False, freeze=True),
+            run_case(args, model_path, "fsdp2", use_orig_params=False, freeze=False),
+            run_refusal_case(model_path),
+        ]
+        if not args.cpu_dry_run:  # verl builds FSDP1 with sync_module_states=True, which torch allows on GPU only
+            results.append(run_case(args, model_path, "fsdp", use_orig_params=True, freeze=True))
+    passed = all(result["passed"] for result in results)
+    summary = {
+        "passed": passed,
+        "model": args.model,
+        "size": args.size,
+        "device": "cpu (dry run)" if args.cpu_dry_run else torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "results": results,
+    }
+    for result in results:
+        print(f"{'PASS' if result['passed'] else 'FAIL'}  {json.dumps(result)}", flush=True)
+    frozen, baseline = results[0], results[1]
+    if baseline.get("peak_memory_gib") is not None:
+        print(
+            f"peak memory {frozen['peak_memory_gib']:.2f} GiB frozen vs {baseline['peak_memory_gib']:.2f} GiB "
+            f"trainable vision; step {frozen['step_time_s']:.3f}s vs {baseline['step_time_s']:.3f}s",
+            flush=True,
+        )
+    print(f"OVERALL: {'PASS' if passed else 'FAIL'} ({summary['wall_s']}s)", flush=True)
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "freeze_vision.json"), "w") as handle:
+            json.dump(summary, handle, indent=2)
+    torch.distributed.destroy_process_group()
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
