@@ -4,6 +4,7 @@ Layout:
     recipes/<name>/<version>/recipe.yaml     the recipe (a Hydra config over verl's ppo_trainer)
     recipes/<name>/<version>/<variant>.yaml  a variant: inherits recipe.yaml and changes one thing
     recipes/<name>/<version>/card.yaml       the machine-readable card (status, hardware, data, entry point)
+    recipes/<name>/<version>/checks.yaml     its smoke metric gates
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def root() -> Path:
 def recipes_dir() -> Path:
     return root() / "recipes"
 CARD = "card.yaml"
+CHECKS = "checks.yaml"  # smoke metric gates (scripts/smoke/gates.py)
 MAIN = "recipe"
 DEFAULT_ENTRYPOINT = "verl.trainer.main_ppo"
 CARD_STATUSES = ("unverified", "smoke-verified (tiny model, 1 GPU)", "verified", "broken")
@@ -106,7 +108,7 @@ def load_card(name: str, version: str) -> dict:
 
 def variants(name: str, version: str) -> list[str]:
     folder = recipes_dir() / name / version
-    return sorted(p.stem for p in folder.glob("*.yaml") if p.stem not in (MAIN, Path(CARD).stem))
+    return sorted(p.stem for p in folder.glob("*.yaml") if p.name not in (f"{MAIN}.yaml", CARD, CHECKS))
 
 
 def get(name: str, version: str | None = None, variant: str | None = None) -> Recipe:

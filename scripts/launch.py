@@ -88,8 +88,8 @@ def prepare_data(recipe: Recipe) -> None:
         subprocess.run([sys.executable, "-m", "scripts.data.prepare", dataset], cwd=REPO, check=True)
 
 
-def write_run_config(recipe: Recipe, cfg: DictConfig) -> Path:
-    run_dir = runs_dir() / recipe.run_name / time.strftime("%Y%m%d-%H%M%S")
+def write_run_config(recipe: Recipe, cfg: DictConfig, tag: str = "") -> Path:
+    run_dir = runs_dir() / f"{recipe.run_name}{tag}" / time.strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=False)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     return run_dir
@@ -107,7 +107,8 @@ def run_env(run_dir: Path) -> dict:
     return env
 
 
-def launch(recipe: Recipe, args: str | None) -> int:
+def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "") -> tuple[int, Path, DictConfig]:
+    """Run the recipe here; returns verl's exit code, the run folder and the config that ran."""
     require_gpus(recipe)
     cfg = compose(recipe, args)
     require_gpus(recipe, gpus_per_node(cfg))
@@ -115,7 +116,7 @@ def launch(recipe: Recipe, args: str | None) -> int:
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))
     prepare_data(recipe)
-    run_dir = write_run_config(recipe, cfg)
+    run_dir = write_run_config(recipe, cfg, tag)
     command = verl_command(recipe, run_dir)
     print(f"[launch] {recipe.label} -> {run_dir}\n[launch] {' '.join(command)}", flush=True)
-    return subprocess.call(command, cwd=run_dir, env=run_env(run_dir))
+    return subprocess.call(command, cwd=run_dir, env=run_env(run_dir)), run_dir, cfg

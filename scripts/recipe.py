@@ -8,6 +8,8 @@ import sys
 from scripts import catalog
 from scripts.catalog import RecipeError
 
+SMOKE_OVERLAYS = ("node", "tiny_gpu")
+
 
 def _recipe(ns) -> catalog.Recipe:
     return catalog.get(ns.name, ns.version or None, ns.variant or None)
@@ -33,15 +35,22 @@ def cmd_show(ns) -> int:
 def cmd_check(ns) -> int:
     from scripts.checks import check
 
-    recipes = catalog.all_recipes() if ns.name == "all" else [_recipe(ns)]
+    from scripts.compose import split_args
+
+    if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
+        runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
+        runs += [(r, f" +smoke={o}", [f"+configs/smoke={o}", f"actor_rollout_ref.model.path={r.card_value('smoke_model')}",
+                                      *split_args(ns.args)]) for r, _, _ in list(runs) for o in SMOKE_OVERLAYS]
+    else:
+        runs = [(_recipe(ns), "", split_args(ns.args))]
     failed = 0
-    for recipe in recipes:
-        errors = check(recipe, ns.args)
+    for recipe, label, args in runs:
+        errors = check(recipe, args)
         failed += bool(errors)
-        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}")
+        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}")
         for error in errors:
             print(f"      {error}")
-    print(f"{len(recipes) - failed} proven, {failed} failed against verl {catalog_verl()}")
+    print(f"{len(runs) - failed} proven, {failed} failed against verl {catalog_verl()}")
     return 1 if failed else 0
 
 
@@ -54,7 +63,19 @@ def catalog_verl() -> str:
 def cmd_run(ns) -> int:
     from scripts.launch import launch
 
-    return launch(_recipe(ns), ns.args)
+    return launch(_recipe(ns), ns.args)[0]
+
+
+def cmd_smoke(ns) -> int:
+    from pathlib import Path
+
+    from scripts.smoke import run
+
+    recipes = catalog.all_recipes() if ns.name == "all" else [_recipe(ns)]
+    if ns.dry_run:
+        return max(run.dry_run(r, ns.args) for r in recipes)
+    tiny = Path(ns.tiny) if ns.tiny else None
+    return max(run.run(r, ns.args, tiny) for r in recipes)
 
 
 def cmd_cp(ns) -> int:
@@ -83,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="recipes, versions, variants, status").set_defaults(fn=cmd_list)
     for command, fn, text in (("show", cmd_show, "print the composed config"),
                               ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
-                              ("run", cmd_run, "launch on this GPU node")):
+                              ("run", cmd_run, "launch on this GPU node"),
+                              ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates")):
         p = sub.add_parser(command, help=text)
-        p.add_argument("name", help="recipe folder name" + (", or 'all'" if command == "check" else ""))
+        p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
+        if command == "smoke":
+            p.add_argument("--tiny", default="", help="folder from `python -m scripts.smoke.tiny` (one-GPU path)")
+            p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
         p.add_argument("--version", default="", help="vN (default: latest)")
         p.add_argument("--variant", default="", help="a variant file of the version, e.g. megatron")
         p.add_argument("--args", default="", help="Hydra overrides, e.g. \"trainer.total_epochs=1\"")

@@ -1,0 +1,118 @@
+"""Tiny random-init models and datasets for the one-GPU smoke path: no hub, built in seconds on a CPU.
+
+    python -m scripts.smoke.tiny OUT --recipe qwen25-7b-grpo
+writes OUT/model (a tiny model of the recipe's family, with a small BPE tokenizer) and OUT/data/<dataset>/...
+for each dataset the recipe's card lists, in the same layout `scripts.data.prepare` produces; run the smoke
+with RL_DATA_DIR=OUT/data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if loop.first and messages[0]['role'] != 'system' %}"
+    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+BOXED = " Let's think step by step and output the final answer within \\boxed{}."
+
+
+def _problem(rng: random.Random) -> tuple[str, str]:
+    a, b = rng.randint(2, 99), rng.randint(2, 99)
+    return f"Tom has {a} apples and buys {b} more. How many apples does he have?", str(a + b)
+
+
+def build_tokenizer(folder: Path, rng: random.Random):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=2048, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                     additional_special_tokens=SPECIAL[1:], model_max_length=4096)
+    hf_tok.chat_template = CHAT_TEMPLATE
+    hf_tok.save_pretrained(folder)
+    return hf_tok
+
+
+def build_qwen2(folder: Path, seed: int = 0) -> Path:
+    """A 4-layer Qwen2 (the Qwen2.5 architecture) with head_dim 64, which vLLM's kernels support."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(folder, random.Random(seed))
+    pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
+    config = Qwen2Config(vocab_size=(len(tok) + 63) // 64 * 64, hidden_size=256, intermediate_size=512,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=pad,
+                         eos_token_id=eos, pad_token_id=pad, torch_dtype="bfloat16")
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": pad, "eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True}))
+    return folder
+
+
+def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
+    rows = []
+    for i in range(n):
+        question, answer = _problem(rng)
+        rows.append({"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": question + BOXED}],
+                     "ability": "math", "reward_model": {"style": "rule", "ground_truth": answer},
+                     "extra_info": {"split": split, "index": i}})
+    return rows
+
+
+# dataset name -> row maker; the file names come from scripts.data.prepare.outputs so the recipe finds them
+ROWS = {"gsm8k_math": _math_rows}
+MODELS = {"qwen2": build_qwen2}
+
+
+def write_datasets(datasets: list[str], data_dir: Path, seed: int = 0) -> list[Path]:
+    from scripts.data.prepare import outputs
+
+    rng, written = random.Random(seed), []
+    for dataset in datasets:
+        if dataset not in ROWS:
+            raise SystemExit(f"no tiny rows for dataset '{dataset}': add a row maker to scripts/smoke/tiny.py ROWS")
+        for path in outputs(dataset, data_dir / dataset):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            size = 64 if path.stem == "train" else 16
+            pd.DataFrame(ROWS[dataset](path.stem, size, rng)).to_parquet(path)
+            written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    from scripts import catalog
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--recipe", required=True, help="name[/vN][:variant]; its card says the family and datasets")
+    ns = parser.parse_args(argv)
+    recipe = catalog.parse(ns.recipe)
+    family = recipe.card_value("tiny_family", "qwen2")
+    model = MODELS[family](ns.out / "model")
+    files = write_datasets(recipe.card_value("data", []), ns.out / "data")
+    print(f"tiny {family} model -> {model}; data -> {[str(f) for f in files]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
