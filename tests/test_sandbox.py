@@ -1,0 +1,228 @@
+"""The local sandbox's contract (agents/sandbox.py): results, limits, modes and concurrency.
+Hostile code is in tests/test_sandbox_security.py."""
+
+import asyncio
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import pytest
+
+from agents.sandbox import (
+    NAMESPACE_HELP,
+    LocalSandbox,
+    NamespacesUnavailableError,
+    SandboxLimits,
+    SandboxResult,
+    SandboxUnavailableError,
+)
+from agents.sandbox_child import NAMESPACE_ERROR
+
+LIMITS = SandboxLimits(wall_time_s=3.0, cpu_time_s=2, memory_mb=256, max_output_bytes=4096, max_disk_mb=8)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    box = LocalSandbox(LIMITS, max_concurrency=8)
+    try:
+        box.run("pass")
+    except SandboxUnavailableError as e:
+        pytest.skip(str(e))
+    return box
+
+
+@pytest.mark.parametrize(
+    "code, status, exit_code, stdout",
+    [
+        ("print('a'); print('b')", "ok", 0, "a\nb\n"),
+        ("import sys; print('x'); sys.exit(3)", "error", 3, "x\n"),
+        ("raise SystemExit(0)", "ok", 0, ""),
+        ("input()", "error", 1, ""),  # stdin is empty
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "error", 128 + 11, ""),
+        ("import sys; sys.exit(200)", "error", 200, ""),
+        ("open('f.txt', 'w').write('kept'); print(open('f.txt').read())", "ok", 0, "kept\n"),
+    ],
+)
+def test_result_reports_status_exit_code_and_output(sandbox, code, status, exit_code, stdout):
+    result = sandbox.run(code)
+    assert (result.status, result.exit_code, result.stdout) == (status, exit_code, stdout)
+
+
+def test_signal_exit_is_named(sandbox):
+    assert sandbox.run("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)").message == "killed by SIGSEGV"
+
+
+def test_each_run_starts_from_an_empty_working_directory(sandbox):
+    sandbox.run("open('left_over.txt', 'w').write('x')")
+    assert sandbox.run("import os; print(sorted(os.listdir('.')))").stdout == "['main.py']\n"
+
+
+def test_wall_time_limit_returns_in_time_with_partial_output(sandbox):
+    start = time.monotonic()
+    result = sandbox.run("import time\nprint('started', flush=True)\ntime.sleep(60)")
+    assert time.monotonic() - start < LIMITS.wall_time_s + 3
+    assert (result.status, result.stdout, result.exit_code) == ("timeout", "started\n", None)
+    assert result.message == "wall time limit of 3.0 s exceeded"
+
+
+def test_cpu_time_limit_is_reported_as_timeout():
+    box = LocalSandbox(SandboxLimits(wall_time_s=20, cpu_time_s=1))
+    result = box.run("while True: pass")
+    assert (result.status, result.exit_code) == ("timeout", 128 + 24)  # SIGXCPU
+    assert result.message == "CPU time limit of 1 s exceeded"
+
+
+def test_output_cap_keeps_the_head(sandbox):
+    result = sandbox.run("print('first'); print('y' * 10**6)")
+    assert result.status == "output_truncated"
+    assert result.stdout.startswith("first\n") and len(result.stdout) == 4096
+
+
+def test_result_is_a_plain_record(sandbox):
+    result = sandbox.run("print(1)")
+    assert isinstance(result, SandboxResult) and result.wall_time_s > 0 and result.message == ""
+
+
+@pytest.mark.parametrize(
+    "field, value", [("wall_time_s", 0), ("memory_mb", -1), ("max_output_bytes", "big"), ("cpu_time_s", True)]
+)
+def test_bad_limits_are_rejected_with_the_field_name(field, value):
+    with pytest.raises(ValueError, match=f"SandboxLimits.{field} must be a positive number"):
+        SandboxLimits(**{field: value})
+
+
+@pytest.mark.parametrize("value", [0, -2, 1.5, True])
+def test_bad_concurrency_is_rejected(value):
+    with pytest.raises(ValueError, match="max_concurrency must be a positive integer"):
+        LocalSandbox(max_concurrency=value)
+
+
+def test_site_packages_are_importable():
+    box = LocalSandbox(SandboxLimits(wall_time_s=60, cpu_time_s=60))  # the imports are slow on 2 busy cores
+    result = box.run("import numpy, sympy\nprint(int(numpy.arange(5).sum()), sympy.factorint(360))")
+    assert (result.status, result.stdout) == ("ok", "10 {2: 3, 3: 2, 5: 1}\n")
+
+
+def test_site_packages_can_be_left_out():
+    box = LocalSandbox(LIMITS, site_packages=False)
+    result = box.run("import numpy")
+    assert result.status == "error" and "ModuleNotFoundError" in result.stderr
+
+
+def test_concurrent_runs_are_bounded_and_do_not_deadlock(sandbox):
+    codes = ["import time; time.sleep(0.3); print('done')"] * 24
+    before = time.monotonic()
+    with ThreadPoolExecutor(24) as pool:
+        results = list(pool.map(sandbox.run, codes))
+    assert [r.stdout for r in results] == ["done\n"] * 24
+    assert time.monotonic() - before < 30
+
+
+def test_run_async_does_not_use_the_event_loops_default_executor():
+    box = LocalSandbox(LIMITS, max_concurrency=3)
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()  # anything scheduled on the default executor would fail
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(closed)
+        return await asyncio.gather(*(box.run_async(f"print({i})") for i in range(6)))
+
+    assert [r.stdout for r in asyncio.run(main())] == [f"{i}\n" for i in range(6)]
+
+
+def test_setup_failure_is_an_infrastructure_error_without_weak_fallback():
+    box = LocalSandbox(SandboxLimits(max_disk_mb=1e-6), allow_weak_sandbox=True)  # a one-page jail
+    with pytest.raises(SandboxUnavailableError, match="cannot build the sandbox filesystem.*No space left"):
+        box.run("#" * 20000)  # no room for main.py
+    assert box.mode == "namespaces"  # only missing namespaces may switch to weak mode
+
+
+@pytest.mark.parametrize("allow_weak", [True, False])
+def test_weak_mode_is_used_only_when_allowed(monkeypatch, allow_weak):
+    box = LocalSandbox(LIMITS, allow_weak_sandbox=allow_weak)
+    real_run = LocalSandbox._run_in_mode
+
+    def namespaces_fail(self, code):
+        if self.mode == "namespaces":
+            raise NamespacesUnavailableError(f"{NAMESPACE_ERROR}: [Errno 1] Operation not permitted; {NAMESPACE_HELP}")
+        return real_run(self, code)
+
+    monkeypatch.setattr(LocalSandbox, "_run_in_mode", namespaces_fail)
+    if allow_weak:
+        assert box.run("print(1)").stdout == "1\n"
+        assert box.mode == "weak"
+    else:
+        with pytest.raises(NamespacesUnavailableError, match="allow_weak_sandbox: true.*sandbox_fusion_url"):
+            box.run("print(1)")
+        assert box.mode == "namespaces"
+
+
+@pytest.fixture()
+def weak_sandbox():
+    box = LocalSandbox(LIMITS, allow_weak_sandbox=True)
+    box.mode = "weak"
+    return box
+
+
+@pytest.mark.parametrize(
+    "code, status, text",
+    [
+        ("print(6 * 7)", "ok", "42"),
+        ("open('/etc/passwd').read()", "error", "sandbox: reading '/etc/passwd' is not allowed"),
+        ("import socket; socket.socket()", "error", "sandbox: socket.__new__ is not allowed"),
+        ("import os; os.fork()", "error", "sandbox: starting processes is not allowed"),
+        ("x = bytearray(2**30)", "memory", "MemoryError"),
+        ("print('z' * 10**6)", "output_truncated", "zzz"),
+    ],
+)
+def test_weak_mode_keeps_limits_and_audit_hook(weak_sandbox, code, status, text):
+    result = weak_sandbox.run(code)
+    assert result.status == status
+    assert text in result.stdout + result.stderr
+
+
+def test_weak_mode_hides_secrets_and_kills_escaped_sessions(weak_sandbox, monkeypatch):
+    monkeypatch.setenv("FAKE_SECRET", "weak-secret")
+    assert "weak-secret" not in weak_sandbox.run("import os; print(os.environ)").stdout
+    result = weak_sandbox.run("import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(60)")
+    assert result.status == "timeout"
+    pid = int(result.stdout)
+    deadline = time.monotonic() + 2
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the escaped process survived"
+        time.sleep(0.05)
+
+
+def _world_readable(path):
+    while path != "/":
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        path = os.path.dirname(path)
+    return True
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+    reason="needs root, setpriv and a system python to start an unprivileged trainer",
+)
+def test_unprivileged_trainer_gets_a_user_namespace():
+    if not _world_readable(os.path.join(REPO, "agents")) or os.path.realpath("/usr/bin/python3") == sys.executable:
+        pytest.skip("the repo or a separate system python is not reachable by an unprivileged user")
+    script = (
+        f"import sys; sys.path.insert(0, {REPO!r})\n"
+        "from agents.sandbox import LocalSandbox, SandboxLimits\n"
+        "r = LocalSandbox(SandboxLimits(wall_time_s=2, cpu_time_s=1), site_packages=False).run(\n"
+        "    'import os; print(os.getuid(), os.getpid(), sorted(os.listdir(\".\")))')\n"
+        "print(r.status, r.stdout, r.stderr)"
+    )
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"})
+    if "Operation not permitted" in out.stdout + out.stderr:
+        pytest.skip("unprivileged user namespaces are disabled on this host")
+    assert out.stdout.split() == ["ok", "65534", "2", "['main.py']"], out.stdout + out.stderr
