@@ -14,7 +14,8 @@ RECIPES := $(sort $(notdir $(wildcard recipes/*)))
 SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
 .PHONY: help setup test check list cp diff $(RECIPES) \
-	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES))
+	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
+	$(addsuffix -smoke,$(RECIPES)) smoke
 
 help:
 	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
@@ -24,6 +25,9 @@ help:
 	@echo "make <recipe>                   launch on this GPU node       [V=vN VARIANT=name ARGS=\"k=v ...\"]"
 	@echo "make <recipe>-show              the composed config            [same V/VARIANT/ARGS]"
 	@echo "make <recipe>-check             prove it with your overrides   [same V/VARIANT/ARGS]"
+	@echo "make <recipe>-plan              per-GPU memory and layout verdict for its declared topology"
+	@echo "make <recipe>-smoke             a few real steps on this 8-GPU node, then metric gates [TINY=dir: 1 GPU]"
+	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
 	@echo "make cp FROM=<recipe>[/vN][:variant] TO=<new>   a new recipe that inherits FROM"
 	@echo "make diff A=<recipe>[/vN][:variant] B=<...>     keys that differ between two composed recipes"
 	@echo "recipes: $(RECIPES)"
@@ -60,3 +64,13 @@ $(addsuffix -show,$(RECIPES)): %-show:
 
 $(addsuffix -check,$(RECIPES)): %-check:
 	$(RECIPE) check $* $(SELECT)
+
+$(addsuffix -plan,$(RECIPES)): %-plan:
+	@$(RECIPE) plan $* $(SELECT)
+
+SMOKE_FLAGS = $(if $(TINY),--tiny "$(TINY)") $(if $(DRY),--dry-run)
+$(addsuffix -smoke,$(RECIPES)): %-smoke:
+	$(RECIPE) smoke $* $(SELECT) $(SMOKE_FLAGS)
+
+smoke:
+	$(RECIPE) smoke all --args "$(ARGS)" $(SMOKE_FLAGS)

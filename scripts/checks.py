@@ -319,6 +319,26 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+# ---------------------------------------------------------------- memory and layout, before any GPU is allocated
+
+
+def memory_plan(cfg: DictConfig, recipe: Recipe):
+    """The planner's verdict for the declared topology, on the card's GPU memory (default 80 GiB); None without a model config."""
+    from scripts.planner import plan
+
+    hf_config = _hf_config(cfg.actor_rollout_ref.model.path)
+    if not hf_config:
+        return None  # files_and_imports reports the missing model config
+    return plan(cfg, hf_config, gpu_memory_gib=float(recipe.card_value("gpu_memory_gib", 80)))
+
+
+def plan_errors(cfg: DictConfig, recipe: Recipe) -> list[str]:
+    result = memory_plan(cfg, recipe)
+    if result is None:
+        return []
+    return list(result.errors) + ([] if result.fits else [f"planner: {result.verdict} (make {recipe.name}-plan)"])
+
+
 # ---------------------------------------------------------------- all of it
 
 
@@ -337,4 +357,5 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     errors += vision_freeze(cfg)
     errors += files_and_imports(cfg, recipe)
     errors += typed_configs(cfg)
+    errors += plan_errors(cfg, recipe)
     return [f"{recipe.label}: {e}" for e in errors]

@@ -8,7 +8,11 @@ import sys
 from scripts import catalog
 from scripts.catalog import RecipeError
 
-SMOKE_OVERLAYS = ("node", "tiny_gpu")
+
+
+def smoke_overlays(recipe: catalog.Recipe) -> list[str]:
+    """The node overlay always; the one-GPU tiny overlay only where the card names a tiny family that can run there."""
+    return ["node"] + (["tiny_gpu"] if recipe.card_value("tiny_family") else [])
 
 
 def _recipe(ns) -> catalog.Recipe:
@@ -40,7 +44,7 @@ def cmd_check(ns) -> int:
     if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
         runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
         runs += [(r, f" +smoke={o}", [f"+configs/smoke={o}", f"actor_rollout_ref.model.path={r.card_value('smoke_model')}",
-                                      *split_args(ns.args)]) for r, _, _ in list(runs) for o in SMOKE_OVERLAYS]
+                                      *split_args(ns.args)]) for r, _, _ in list(runs) for o in smoke_overlays(r)]
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     failed = 0
@@ -58,6 +62,18 @@ def catalog_verl() -> str:
     from importlib.metadata import version
 
     return version("verl")
+
+
+def cmd_plan(ns) -> int:
+    from scripts.checks import memory_plan
+    from scripts.compose import compose
+
+    recipe = _recipe(ns)
+    result = memory_plan(compose(recipe, ns.args), recipe)
+    if result is None:
+        raise RecipeError(f"{recipe.label}: no config.json for its model under models/; cannot plan")
+    print("\n".join([*result.lines, *result.errors, result.verdict]))
+    return 0 if result.fits and not result.errors else 1
 
 
 def cmd_run(ns) -> int:
@@ -104,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="recipes, versions, variants, status").set_defaults(fn=cmd_list)
     for command, fn, text in (("show", cmd_show, "print the composed config"),
                               ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
+                              ("plan", cmd_plan, "memory and layout plan for the declared topology"),
                               ("run", cmd_run, "launch on this GPU node"),
                               ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates")):
         p = sub.add_parser(command, help=text)

@@ -1,0 +1,179 @@
+"""Recipe mechanics: every recipe proven against the installed verl, and every kind of bad input named."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scripts import catalog, recipe as cli
+from scripts.catalog import REPO
+from scripts.checks import check
+from scripts.compose import compose, flatten
+
+QWEN = "qwen25-7b-grpo"
+
+
+@pytest.fixture
+def scratch_root(tmp_path, monkeypatch):
+    """A copy of recipes/, configs/ and models/ that a test may edit (RL_RECIPE_ROOT points there)."""
+    for folder in ("recipes", "configs", "models"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def _edit_yaml(path: Path, edit) -> None:
+    text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
+    data = yaml.safe_load(text)
+    edit(data)
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False))
+
+
+def test_every_recipe_version_variant_and_smoke_overlay_is_proven(capsys):
+    assert cli.main(["check", "all"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "+smoke=node" in out and "0 failed" in out
+
+
+def test_show_holds_the_tuned_values():
+    cfg = compose(catalog.get(QWEN))
+    arr, longest = cfg.actor_rollout_ref, 1024 + 2048
+    assert arr.model.use_remove_padding and arr.actor.use_dynamic_bsz and cfg.trainer.balance_batch
+    assert arr.actor.ppo_max_token_len_per_gpu == 8 * longest
+    assert arr.ref.log_prob_max_token_len_per_gpu == arr.rollout.log_prob_max_token_len_per_gpu == 16 * longest
+    assert arr.model.use_fused_kernels and arr.actor.use_fused_kernels
+    assert not arr.actor.fsdp_config.param_offload and not arr.actor.fsdp_config.optimizer_offload
+    assert arr.rollout.gpu_memory_utilization >= 0.7 and arr.rollout.enforce_eager is False
+    assert arr.rollout.tensor_model_parallel_size == 1 and arr.rollout.enable_chunked_prefill
+    assert cfg.reward.custom_reward_function.path == "pkg://rewards.math"
+    assert cfg.trainer.experiment_name == "qwen25-7b-grpo-v1"
+    assert cfg.trainer.default_local_dir.endswith("runs/qwen25-7b-grpo-v1/checkpoints")
+
+
+def test_megatron_variant_changes_the_engine_with_the_seed_layout():
+    cfg = compose(catalog.get(QWEN, variant="megatron"))
+    assert cfg.model_engine == "megatron" and cfg.actor_rollout_ref.actor.strategy == "megatron"
+    megatron = cfg.actor_rollout_ref.actor.megatron
+    assert (megatron.tensor_model_parallel_size, megatron.pipeline_model_parallel_size) == (2, 1)
+
+
+def test_make_show_prints_the_composed_config():
+    out = subprocess.run(["make", "-s", f"{QWEN}-show", "ARGS=trainer.total_epochs=2"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    cfg = yaml.safe_load(out)
+    assert cfg["trainer"]["total_epochs"] == 2 and cfg["actor_rollout_ref"]["actor"]["use_dynamic_bsz"] is True
+
+
+@pytest.mark.parametrize("override, named", [
+    ("trainer.total_epoch=2", "did you mean trainer.total_epochs"),  # command-line typo
+    ("+actor_rollout_ref.actor.ppo_mini_batchsize=2", "'actor_rollout_ref.actor.ppo_mini_batchsize' is not a key"),
+    ("custom_reward_function.path=/tmp/r.py", "use reward.custom_reward_function"),  # legacy, ignored by main_ppo
+    ("reward_model.reward_manager=dapo", "use reward.reward_manager.name"),
+    ("+reward_model.reward_kwargs.max_resp_len=4", "+reward.reward_kwargs"),
+    ("actor_rollout_ref.actor.freeze_vision_tower=true", "configs/vision/frozen"),  # the 0.9.1 no-op
+    ("actor_rollout_ref.actor.megatron.grad_offload=true", "removed in 0.9.1"),
+    ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000", "smaller than the longest sequence"),
+    ("reward.custom_reward_function.path=pkg://rewards.no_such_reward", "does not import"),
+    ("data.train_files=/nonexistent/train.parquet", "'data.train_files' = /nonexistent/train.parquet: not found"),
+    ("actor_rollout_ref.model.path=org/unknown-model", "add models/org/unknown-model/config.json"),
+])
+def test_bad_overrides_are_rejected_naming_the_key(override, named):
+    errors = check(catalog.get(QWEN), override)
+    assert any(named in e for e in errors), errors
+
+
+def test_a_typo_inside_a_recipe_yaml_names_the_key_and_the_file(scratch_root):
+    path = scratch_root / "recipes" / QWEN / "v1" / "recipe.yaml"
+    _edit_yaml(path, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_mini_batchsize=64))
+    errors = check(catalog.get(QWEN))
+    assert any("recipes/qwen25-7b-grpo/v1/recipe.yaml: 'actor_rollout_ref.actor.ppo_mini_batchsize'" in e
+               and "ppo_mini_batch_size" in e for e in errors), errors
+
+
+def test_a_typo_inside_a_fragment_names_the_key_and_the_file(scratch_root):
+    path = scratch_root / "configs" / "rollout" / "vllm.yaml"
+    _edit_yaml(path, lambda d: d["actor_rollout_ref"]["rollout"].update(gpu_memory_utilisation=0.9))
+    errors = check(catalog.get(QWEN))
+    assert any(e.startswith(f"{QWEN}/v1: configs/rollout/vllm.yaml: 'actor_rollout_ref.rollout.gpu_memory_utilisation'")
+               for e in errors), errors
+
+
+def test_a_legacy_reward_key_in_a_fragment_is_rejected(scratch_root):
+    path = scratch_root / "configs" / "reward" / "math.yaml"
+    _edit_yaml(path, lambda d: d.update(custom_reward_function={"path": "pkg://rewards.math", "name": "compute_score"}))
+    errors = check(catalog.get(QWEN))
+    assert any("configs/reward/math.yaml: 'custom_reward_function.path' is accepted but ignored" in e for e in errors)
+
+
+def test_open_dicts_pass_through_unchecked():
+    assert check(catalog.get(QWEN), "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_dtype=fp8") == []
+
+
+def test_cp_then_one_edit_is_proven_and_differs_by_exactly_that_key(scratch_root, capsys):
+    assert cli.main(["cp", QWEN, "my-grpo"]) == 0
+    new = scratch_root / "recipes" / "my-grpo" / "v1"
+    assert (new / "card.yaml").is_file() and yaml.safe_load((new / "card.yaml").read_text())["status"] == "unverified"
+    assert check(catalog.get("my-grpo")) == []  # inherits and is proven before any edit
+    with (new / "recipe.yaml").open("a") as f:
+        f.write("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 2.0e-6\n")
+    assert check(catalog.get("my-grpo")) == []
+    capsys.readouterr()
+    assert cli.main(["diff", QWEN, "my-grpo"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["actor_rollout_ref.actor.optim.lr: 1e-06 -> 2e-06", "1 key(s) differ"]
+    assert cli.main(["cp", QWEN, "my-grpo"]) == 2  # never overwrites
+
+
+def test_versions_inherit_and_the_latest_is_the_default(scratch_root):
+    v2 = scratch_root / "recipes" / QWEN / "v2"
+    v2.mkdir()
+    (v2 / "recipe.yaml").write_text("# @package _global_\ndefaults:\n  - /recipes/qwen25-7b-grpo/v1/recipe\n  - _self_\n"
+                                    "actor_rollout_ref:\n  rollout:\n    n: 8\n")
+    shutil.copy(scratch_root / "recipes" / QWEN / "v1" / "card.yaml", v2 / "card.yaml")
+    latest = catalog.get(QWEN)
+    assert latest.version == "v2" and compose(latest).actor_rollout_ref.rollout.n == 8
+    assert compose(catalog.get(QWEN, "v1")).actor_rollout_ref.rollout.n == 5
+    v1, v2 = (flatten(compose(r, naming=False)) for r in (catalog.get(QWEN, "v1"), latest))
+    diff = {k for k, v in v2.items() if v1.get(k) != v}
+    # rollout_n of actor, ref and critic follow rollout.n by interpolation in verl's own config
+    assert diff == {"actor_rollout_ref.rollout.n", "actor_rollout_ref.ref.rollout_n", "actor_rollout_ref.actor.rollout_n",
+                    "critic.rollout_n"}
+
+
+def test_unknown_recipe_version_and_variant_say_what_exists():
+    for kwargs, named in (({"name": "nope"}, "no recipe 'nope'"), ({"name": QWEN, "version": "v9"}, "has: v1"),
+                          ({"name": QWEN, "variant": "fast"}, "has no variant .fast.")):
+        with pytest.raises(catalog.RecipeError, match=named):
+            catalog.get(**kwargs)
+
+
+def test_launch_without_gpus_stops_at_once_before_any_download(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "RL_DATA_DIR": str(tmp_path / "data"), "RL_RUNS_DIR": str(tmp_path / "runs"),
+           "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "scripts.recipe", "run", QWEN], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "no NVIDIA GPU on this machine" in result.stderr and "make qwen25-7b-grpo-check" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
+
+
+def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch):
+    """What the launcher hands verl: its own main_ppo loads the file (Hydra --cfg job prints it without running)."""
+    from scripts.launch import verl_command, write_run_config
+
+    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path))
+    recipe = catalog.get(QWEN)
+    cfg = compose(recipe)
+    run_dir = write_run_config(recipe, cfg)
+    command = verl_command(recipe, run_dir) + ["--cfg", "job"]
+    out = subprocess.run(command, cwd=run_dir, capture_output=True, text=True, timeout=300, check=True).stdout
+    loaded = yaml.safe_load(out)
+    assert loaded["actor_rollout_ref"]["actor"]["ppo_max_token_len_per_gpu"] == 24576
+    assert loaded["trainer"]["experiment_name"] == "qwen25-7b-grpo-v1"
