@@ -18,7 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from scripts import verl_keys
 from scripts.catalog import Recipe, RecipeError, root
-from scripts.compose import close_matches, compose, compose_verl_base, flatten, split_args
+from scripts.compose import close_matches, compose, compose_verl_base, flatten, resolved, split_args
 from scripts.entrypoints import base_config_name
 
 
@@ -346,8 +346,8 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     """Every error for one recipe (with the user's ARGS); an empty list means proven."""
     arg_list = split_args(args)
     try:
-        cfg = compose(recipe, arg_list)
         raw = compose(recipe, arg_list, resolve=False)  # interpolations kept, so keys compare like verl's own
+        cfg = resolved(raw, recipe)
     except RecipeError as err:
         return [str(err)]
     base = compose_verl_base(base_config_name(recipe.entrypoint), cfg.model_engine)

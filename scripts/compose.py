@@ -7,6 +7,7 @@ verl's processes: the launcher hands verl the resolved file.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import shlex
@@ -108,15 +109,18 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
             cfg = hydra_compose(config_name=ENTRY, overrides=overrides)
     except HydraException as err:
         raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe)}") from None
-    if not resolve:
-        return cfg
+    return resolved(cfg, recipe) if resolve else cfg
+
+
+def resolved(cfg: DictConfig, recipe: Recipe) -> DictConfig:
+    """Every interpolation, ours and verl's, replaced by its value."""
     try:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
+        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     except Exception as err:  # an interpolation that cannot resolve names its key
         raise RecipeError(f"{recipe.label}: cannot resolve the config: {err}") from None
-    return OmegaConf.create(resolved)
 
 
+@functools.lru_cache(maxsize=None)
 def compose_verl_base(config_name: str, model_engine: str) -> DictConfig:
     """verl's own config for an entry point, with nothing of ours: the schema a recipe is checked against."""
     with initialize_config_dir(config_dir=config_dir_of(config_name), version_base=None):
