@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from scripts.catalog import REPO, Recipe, RecipeError
 from scripts.checks import check
 from scripts.compose import compose, runs_dir, to_yaml
+from scripts.perf.preflight import profiling_preflight
 
 
 def gpu_count() -> int:
@@ -50,11 +51,13 @@ def require_gpus(recipe: Recipe, needed: int | None = None) -> None:
         )
 
 
-def gpus_per_node(cfg: DictConfig) -> int:
-    """GPUs one node must have: the trainer's, plus a standalone rollout pool on the same node count."""
+def gpus_per_node(cfg: DictConfig, recipe: Recipe) -> int:
+    """GPUs this node must have: the trainer's, plus a standalone rollout pool when both share one node."""
+    from scripts.async_rules import nodes_needed
+
     rollout = cfg.actor_rollout_ref.rollout
-    standalone = rollout.n_gpus_per_node if rollout.get("nnodes", 0) else 0
-    return int(cfg.trainer.n_gpus_per_node) + int(standalone or 0)
+    shared_node = rollout.get("nnodes", 0) and nodes_needed(cfg, recipe.entrypoint) == 1
+    return int(cfg.trainer.n_gpus_per_node) + (int(rollout.n_gpus_per_node) if shared_node else 0)
 
 
 def missing_packages(cfg: DictConfig) -> list[str]:
@@ -65,8 +68,6 @@ def missing_packages(cfg: DictConfig) -> list[str]:
     if cfg.model_engine == "megatron":
         needs["megatron.core"] = "verl[megatron] plus the pinned megatron-core (requirements/gpu-megatron.txt)"
         needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
-    if cfg.global_profiler.tool == "nsys":
-        needs["nvtx"] = "nvtx (pip install nvtx; verl asserts it for global_profiler.tool=nsys)"
     missing = []
     for module, extra in needs.items():
         try:
@@ -111,8 +112,8 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "") -> tuple
     """Run the recipe here; returns verl's exit code, the run folder and the config that ran."""
     require_gpus(recipe)
     cfg = compose(recipe, args)
-    require_gpus(recipe, gpus_per_node(cfg))
-    errors = check(recipe, args) + missing_packages(cfg)
+    require_gpus(recipe, gpus_per_node(cfg, recipe))
+    errors = check(recipe, args) + missing_packages(cfg) + profiling_preflight(cfg, runs_dir() / f"{recipe.run_name}{tag}")
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))
     prepare_data(recipe)

@@ -12,7 +12,7 @@ from scripts.catalog import RecipeError
 
 def smoke_overlays(recipe: catalog.Recipe) -> list[str]:
     """The node overlay always; the one-GPU tiny overlay only where the card names a tiny family that can run there."""
-    return ["node"] + (["tiny_gpu"] if recipe.card_value("tiny_family") else [])
+    return [recipe.card_value("smoke_overlay", "node")] + (["tiny_gpu"] if recipe.card_value("tiny_family") else [])
 
 
 def _recipe(ns) -> catalog.Recipe:
