@@ -15,7 +15,7 @@ SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
 .PHONY: help setup test check list cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
-	$(addsuffix -smoke,$(RECIPES)) smoke
+	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke
 
 help:
 	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
@@ -28,6 +28,8 @@ help:
 	@echo "make <recipe>-plan              per-GPU memory and layout verdict for its declared topology"
 	@echo "make <recipe>-smoke             a few real steps on this 8-GPU node, then metric gates [TINY=dir: 1 GPU]"
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
+	@echo "make <recipe>-profile           profile a few steps  [PRESET=nsys_step|nsys_discrete|torch_rollout|torch_memory"
+	@echo "                                 STEPS=[2,3] RANKS=[0] (or all); same V/VARIANT/ARGS]"
 	@echo "make cp FROM=<recipe>[/vN][:variant] TO=<new>   a new recipe that inherits FROM"
 	@echo "make diff A=<recipe>[/vN][:variant] B=<...>     keys that differ between two composed recipes"
 	@echo "recipes: $(RECIPES)"
@@ -74,3 +76,12 @@ $(addsuffix -smoke,$(RECIPES)): %-smoke:
 
 smoke:
 	$(RECIPE) smoke all --args "$(ARGS)" $(SMOKE_FLAGS)
+
+PRESET ?= nsys_step
+STEPS ?= [2,3]
+RANKS ?= [0]
+# profile_args fails on a bad PRESET/STEPS/RANKS, which stops the target before anything launches
+$(addsuffix -profile,$(RECIPES)): %-profile:
+	@overrides="$$($(PY) -m scripts.perf.profile_args $* $(SELECT) --preset '$(PRESET)' --steps '$(STEPS)' --ranks '$(RANKS)')" && \
+	echo "[profile] $$overrides $(ARGS)" && \
+	$(RECIPE) run $* --version "$(V)" --variant "$(VARIANT)" --args "$$overrides $(ARGS)"
