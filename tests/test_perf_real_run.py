@@ -1,0 +1,18 @@
+"""The report on a real verl 0.9.1 run's file logger output (the tiny smoke on one H200, committed)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REAL = REPO / "results/smoke/qwen25-7b-grpo-v1.tiny-h200.metrics.jsonl"
+
+
+def test_report_reads_a_real_run(tmp_path):
+    png = tmp_path / "stages.png"
+    out = subprocess.run([sys.executable, "-m", "scripts.perf.report", str(REAL), "--png", str(png)], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    step1 = next(line for line in out.splitlines() if line.startswith("1 ") and "4.13" in line)
+    assert step1.split()[1] == "2.08"  # timing_s/gen of step 1, as verl logged it
+    assert "timing_s/reward is absent" in out
+    assert png.stat().st_size > 20_000
