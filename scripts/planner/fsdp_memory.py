@@ -24,6 +24,10 @@ GIB = 2**30
 FP32_PARAM_BYTES = 4  # model_dtype fp32: the sharded parameter
 FP32_GRAD_BYTES = 4  # sharded gradient, in the parameter dtype
 ADAMW_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
+# AdamW's step allocates fp32 temporaries of about one parameter's size on top of parameters, gradients
+# and state: measured 20.05 B/param at the optimizer-step peak (verl FSDP2, Qwen2.5-1.5B, H200, 2026-11-21,
+# results/planner/fsdp-calibration.qwen2.5-1.5b-h200.md), 16 B/param before it.
+ADAMW_STEP_TEMP_BYTES = 4
 BF16_BYTES = 2
 
 # ---- calibration constants ----
@@ -51,9 +55,10 @@ class FsdpBreakdown:
     logits_gib: float
     overhead_gib: float
     rollout_resident_gib: float
+    optimizer_step_temp_gib: float = 0.0
 
     @property
-    def total_gib(self) -> float:
+    def forward_backward_gib(self) -> float:
         return (
             self.params_gib
             + self.grads_gib
@@ -63,6 +68,16 @@ class FsdpBreakdown:
             + self.logits_gib
             + self.overhead_gib
         )
+
+    @property
+    def optimizer_step_gib(self) -> float:
+        """The peak inside optimizer.step(): activations are gone, AdamW's temporaries are not."""
+        return self.params_gib + self.grads_gib + self.optimizer_gib + self.optimizer_step_temp_gib + self.overhead_gib
+
+    @property
+    def total_gib(self) -> float:
+        """The training peak: whichever of the two phases is higher (small token budgets: the optimizer step)."""
+        return max(self.forward_backward_gib, self.optimizer_step_gib)
 
 
 def hf_layer_activation_bytes_per_token(shape: ModelShape) -> float:
@@ -133,4 +148,5 @@ def fsdp_breakdown(
         logits_gib=tokens_per_gpu * logits_bytes_per_token(shape, use_fused_kernels) / GIB,
         overhead_gib=CUDA_CONTEXT_NCCL_GIB,
         rollout_resident_gib=rollout_resident / GIB,
+        optimizer_step_temp_gib=on_gpu * params * ADAMW_STEP_TEMP_BYTES / GIB,
     )

@@ -205,6 +205,9 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
             parts.logits_gib,
             f"set {MODEL}.use_fused_kernels=True or lower {ACTOR}.ppo_max_token_len_per_gpu",
         ),
+        # the optimizer step peaks after the activations are freed; counted only by what it adds on top
+        Term("AdamW step temporaries beyond forward/backward",
+             max(0.0, parts.optimizer_step_gib - parts.forward_backward_gib), state_advice),
     ]
     lines = [
         f"FSDP over {shard} GPUs (Ulysses SP {ulysses}), {tokens} tokens per micro-batch per GPU, "
