@@ -18,6 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from scripts import verl_keys
 from scripts.async_rules import async_errors
+from scripts.open_dict_rules import check as open_dict_errors
 from scripts.catalog import Recipe, RecipeError, root
 from scripts.compose import close_matches, compose, compose_verl_base, flatten, resolved, split_args
 from scripts.entrypoints import base_config_name
@@ -358,6 +359,7 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     errors += vision_freeze(cfg)
     errors += files_and_imports(cfg, recipe)
     errors += typed_configs(cfg)
+    errors += open_dict_errors(cfg)
     errors += async_errors(cfg, recipe.entrypoint)
     errors += plan_errors(cfg, recipe)
     return [f"{recipe.label}: {e}" for e in errors]

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from scripts.smoke import tiny_vl
+
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
@@ -80,8 +82,8 @@ def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
 
 
 # dataset name -> row maker; the file names come from scripts.data.prepare.outputs so the recipe finds them
-ROWS = {"gsm8k_math": _math_rows}
-MODELS = {"qwen2": build_qwen2}
+ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows}
+MODELS = {"qwen2": build_qwen2, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl}
 
 
 def write_datasets(datasets: list[str], data_dir: Path, seed: int = 0) -> list[Path]:
@@ -107,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipe", required=True, help="name[/vN][:variant]; its card says the family and datasets")
     ns = parser.parse_args(argv)
     recipe = catalog.parse(ns.recipe)
-    family = recipe.card_value("tiny_family", "qwen2")
+    family = recipe.card_value("tiny_family")
+    if family not in MODELS:
+        raise SystemExit(f"{recipe.label}: its card's tiny_family is {family!r}; this recipe has no one-GPU tiny path "
+                         f"(known families: {', '.join(MODELS)})")
     model = MODELS[family](ns.out / "model")
     files = write_datasets(recipe.card_value("data", []), ns.out / "data")
     print(f"tiny {family} model -> {model}; data -> {[str(f) for f in files]}")
