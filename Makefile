@@ -9,6 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 
 V ?=
 VARIANT ?=
+CLUSTER ?=
 ARGS ?=
 RECIPES := $(sort $(notdir $(wildcard recipes/*)))
 SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
@@ -23,6 +24,8 @@ help:
 	@echo "make check                      prove every recipe, version and variant against the installed verl"
 	@echo "make list                       recipes, versions, variants and status"
 	@echo "make <recipe>                   launch on this GPU node       [V=vN VARIANT=name ARGS=\"k=v ...\"]"
+	@echo "make <recipe> CLUSTER=http://<head>:8265   submit to a Ray cluster instead (docs/multinode.md; SLURM:"
+	@echo "                                 sbatch --nodes=N scripts/slurm/recipe.sbatch <recipe> [VARIANT=...])"
 	@echo "make <recipe>-show              the composed config            [same V/VARIANT/ARGS]"
 	@echo "make <recipe>-check             prove it with your overrides   [same V/VARIANT/ARGS]"
 	@echo "make <recipe>-plan              per-GPU memory and layout verdict for its declared topology"
@@ -59,7 +62,7 @@ diff:
 	@$(RECIPE) diff "$(A)" "$(B)"
 
 $(RECIPES):
-	$(RECIPE) run $@ $(SELECT)
+	$(RECIPE) run $@ $(SELECT) --cluster "$(CLUSTER)"
 
 $(addsuffix -show,$(RECIPES)): %-show:
 	@$(RECIPE) show $* $(SELECT)

@@ -108,16 +108,27 @@ def run_env(run_dir: Path) -> dict:
     return env
 
 
-def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "") -> tuple[int, Path, DictConfig]:
-    """Run the recipe here; returns verl's exit code, the run folder and the config that ran."""
-    require_gpus(recipe)
+def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "") -> tuple[int, Path, DictConfig]:
+    """Run the recipe here, or submit it to the Ray cluster at `cluster`; returns the exit code, run folder and config."""
+    if not cluster:
+        require_gpus(recipe)
     cfg = compose(recipe, args)
-    require_gpus(recipe, gpus_per_node(cfg, recipe))
-    errors = check(recipe, args) + missing_packages(cfg) + profiling_preflight(cfg, runs_dir() / f"{recipe.run_name}{tag}")
+    errors = check(recipe, args) + profiling_preflight(cfg, runs_dir() / f"{recipe.run_name}{tag}")
+    if cluster:  # the job checks packages on every node before verl starts (scripts/cluster.py check-nodes)
+        from scripts.cluster import cluster_gpu_errors
+
+        errors += cluster_gpu_errors(cluster, cfg)
+    else:
+        require_gpus(recipe, gpus_per_node(cfg, recipe))
+        errors += missing_packages(cfg)
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))
     prepare_data(recipe)
     run_dir = write_run_config(recipe, cfg, tag)
+    if cluster:
+        from scripts.cluster import submit
+
+        return submit(recipe, cfg, run_dir, cluster), run_dir, cfg
     command = verl_command(recipe, run_dir)
     print(f"[launch] {recipe.label} -> {run_dir}\n[launch] {' '.join(command)}", flush=True)
     return subprocess.call(command, cwd=run_dir, env=run_env(run_dir)), run_dir, cfg

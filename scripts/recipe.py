@@ -79,7 +79,7 @@ def cmd_plan(ns) -> int:
 def cmd_run(ns) -> int:
     from scripts.launch import launch
 
-    return launch(_recipe(ns), ns.args)[0]
+    return launch(_recipe(ns), ns.args, cluster=ns.cluster)[0]
 
 
 def cmd_smoke(ns) -> int:
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                               ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates")):
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
+        if command == "run":
+            p.add_argument("--cluster", default="", help="Ray dashboard http://<head>:8265: submit the run there")
         if command == "smoke":
             p.add_argument("--tiny", default="", help="folder from `python -m scripts.smoke.tiny` (one-GPU path)")
             p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
