@@ -139,6 +139,21 @@ def vision_freeze(cfg: DictConfig) -> list[str]:
     return []
 
 
+def chat_template(cfg: DictConfig) -> list[str]:
+    """verl applies model.custom_chat_template to the tokenizer and processor at start-up: it must compile."""
+    from jinja2 import TemplateError
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    template = cfg.actor_rollout_ref.model.custom_chat_template
+    if template is None:
+        return []
+    try:
+        _compile_jinja_template(template)
+    except TemplateError as err:
+        return [f"'actor_rollout_ref.model.custom_chat_template' is not a valid Jinja template: {err}"]
+    return []
+
+
 # ---------------------------------------------------------------- files and python paths
 
 
@@ -294,7 +309,9 @@ def typed_configs(cfg: DictConfig) -> list[str]:
     model_dir = _model_config_dir(arr.model.path)
     if model_dir is not None:  # files_and_imports reports a model without a config
         model = copy.deepcopy(arr.model)
+        # no tokenizer is loaded here, so no chat template can be set on one (chat_template compiles it)
         model.path, model.load_tokenizer, model.external_lib = str(model_dir), False, None
+        model.custom_chat_template = None
         nodes["actor_rollout_ref.model"] = (model, None)
     errors = []
     for key, (node, dataclass_type) in nodes.items():
@@ -357,6 +374,7 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     errors = unknown_and_ignored_keys(raw, base, files, arg_list)
     errors += token_budgets(cfg)
     errors += vision_freeze(cfg)
+    errors += chat_template(cfg)
     errors += files_and_imports(cfg, recipe)
     errors += typed_configs(cfg)
     errors += open_dict_errors(cfg)

@@ -3,6 +3,8 @@
 Every recipe gets the common gates; `recipes/<name>/<version>/checks.yaml` adds its own:
     min:      {metric: lower bound (inclusive)}  e.g. tool calls executed > 0 as {num_tool_calls/mean: 0.001}
     present:  [metric, ...]                      must exist at every step
+    node:     {min: ..., present: ...}           only for node smokes with a real model (e.g. tool calls: a
+                                                 random tiny model never writes one)
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ def read_metrics(path: Path) -> dict[int, dict]:
     return steps
 
 
-def load_gates(checks_file: Path | None) -> dict:
+def load_gates(checks_file: Path | None, tiny: bool = False) -> dict:
     gates = {key: (dict(value) if isinstance(value, dict) else list(value)) for key, value in COMMON.items()}
     if checks_file and checks_file.is_file():
         extra = yaml.safe_load(checks_file.read_text()) or {}
-        gates["present"] += extra.get("present", [])
-        gates["finite"] += extra.get("finite", [])
-        gates["min"].update(extra.get("min", {}))
+        for section in [extra] + ([] if tiny else [extra.get("node") or {}]):
+            gates["present"] += section.get("present", [])
+            gates["finite"] += section.get("finite", [])
+            gates["min"].update(section.get("min", {}))
     return gates
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from scripts.data.prompts import RETOOL_INSTRUCTION
 from scripts.smoke import tiny_vl
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -39,6 +40,7 @@ def build_tokenizer(folder: Path, rng: random.Random):
     from transformers import PreTrainedTokenizerFast
 
     corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
+    corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]  # so retool prompts fit 128 tokens
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -81,8 +83,20 @@ def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
     return rows
 
 
+def _retool_rows(split: str, n: int, rng: random.Random) -> list[dict]:
+    """Rows as `prepare dapo_math_retool` writes them (problem + code_interpreter instruction, tool agent)."""
+    from scripts.data.dapo_math import _row
+
+    rows = []
+    for i in range(n):
+        row = _row("math_dapo", *_problem(rng), retool=True)
+        row["extra_info"] = {**row["extra_info"], "split": split, "index": i}
+        rows.append(row)
+    return rows
+
+
 # dataset name -> row maker; the file names come from scripts.data.prepare.outputs so the recipe finds them
-ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows}
+ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math_retool": _retool_rows}
 MODELS = {"qwen2": build_qwen2, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl}
 
 
