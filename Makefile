@@ -16,7 +16,7 @@ SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
 .PHONY: help setup test check list cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
-	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke
+	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
 
 help:
 	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
@@ -31,6 +31,8 @@ help:
 	@echo "make <recipe>-plan              per-GPU memory and layout verdict for its declared topology"
 	@echo "make <recipe>-smoke             a few real steps on this 8-GPU node, then metric gates [TINY=dir: 1 GPU]"
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
+	@echo "make bench                      GPU: actor-update and rollout benchmarks vs verl defaults (bench/README.md)"
+	@echo "make bench-dry                  CPU: the same benchmarks on a tiny model"
 	@echo "make <recipe>-profile           profile a few steps  [PRESET=nsys_step|nsys_discrete|torch_rollout|torch_memory"
 	@echo "                                 STEPS=[2,3] RANKS=[0] (or all); same V/VARIANT/ARGS]"
 	@echo "make cp FROM=<recipe>[/vN][:variant] TO=<new>   a new recipe that inherits FROM"
@@ -88,3 +90,13 @@ $(addsuffix -profile,$(RECIPES)): %-profile:
 	@overrides="$$($(PY) -m scripts.perf.profile_args $* $(SELECT) --preset '$(PRESET)' --steps '$(STEPS)' --ranks '$(RANKS)')" && \
 	echo "[profile] $$overrides $(ARGS)" && \
 	$(RECIPE) run $* --version "$(V)" --variant "$(VARIANT)" --args "$$overrides $(ARGS)"
+
+# GPU: actor update (packed + dynamic batching vs verl defaults vs padded) and rollout (CUDA graphs, memory);
+# each < 6 min, prints a table and writes JSON to $$OUT (bench/README.md has the results)
+bench:
+	$(PY) -m bench.actor_update
+	$(PY) -m bench.rollout
+
+bench-dry:
+	$(PY) -m bench.actor_update --cpu-dry-run
+	$(PY) -m bench.rollout --cpu-dry-run

@@ -1,0 +1,82 @@
+"""bench.actor_update --cpu-dry-run: verl's real actor (TrainingWorker, FSDP2 on gloo) runs all three arms and
+the proxy on a tiny model, and the report says what the arms did (packing, micro-batches, one loss)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import bench
+from bench import actor_update
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    env = bench.child_env(OUT=str(out), MASTER_PORT="29541")
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.actor_update", "--cpu-dry-run"],
+        cwd=bench.REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed.stdout, json.loads((out / "actor_update.json").read_text())
+
+
+def test_every_arm_ran_through_verl_and_agreed_on_the_loss(dry_run):
+    _, result = dry_run
+    assert list(result["arms"]) == ["padded", "verl_default", "ours"]
+    assert result["checks"]["losses_agree"] and result["checks"]["warmup_loss_relative_spread"] < 2e-2
+    for arm in result["arms"].values():
+        assert arm["tokens_per_s"] > 0 and 0 < arm["verl_mfu"] < 1
+    assert set(result["versions"]) >= {"torch", "transformers", "verl"}
+    assert result["ceilings"]["gemm_tflops"] > 0 and result["ceilings"]["copy_gbps"] > 0
+
+
+def test_packed_arms_stayed_packed_and_padded_arm_paid_for_padding(dry_run):
+    _, result = dry_run
+    arms, num_seqs = result["arms"], result["settings"]["num_seqs"]
+    assert result["checks"]["packed_arms_stayed_packed"] and result["checks"]["padded_arm_saw_padding"]
+    assert arms["verl_default"]["computed_over_valid"] == 1.0 == arms["ours"]["computed_over_valid"]
+    assert arms["padded"]["computed_over_valid"] > 1.0
+    assert arms["padded"]["micro_batches"] == arms["verl_default"]["micro_batches"] == num_seqs // 2
+    assert arms["ours"]["micro_batches"] == 1  # the whole dry-run mini-batch fits the token budget
+
+
+def test_proxy_fills_the_budget_and_goals_are_reported(dry_run):
+    stdout, result = dry_run
+    assert result["proxy"]["tokens"] == result["settings"]["token_budget"] and result["proxy"]["stayed_packed"]
+    assert set(result["goals"]) == set(actor_update.GOALS)
+    for goal in result["goals"].values():
+        assert goal["held"] == (goal["value"] >= goal["target"])
+    assert stdout.rstrip().splitlines()[-1].lstrip().startswith("ours MFU / packed-roofline proxy MFU")
+
+
+@pytest.mark.parametrize("budget", [384, 1000, 37568])
+def test_proxy_lengths_fill_the_budget_exactly(budget):
+    max_response = 32 if budget < 5000 else 4096
+    proxy = actor_update.proxy_lengths(budget, max_response, min_prompt=4, max_prompt=16, median=12)
+    assert int(proxy.totals.sum()) == budget
+    assert (proxy.responses >= 1).all() and (proxy.prompts >= 1).all()
+
+
+def test_arms_differ_only_in_the_settings_under_test():
+    """(the dry run composes them with verl's Hydra config, which rejects unknown keys)"""
+    overrides = {arm: set(actor_update.arm_overrides(arm, 128, 2, 37568)) for arm in actor_update.ARMS}
+    assert overrides["padded"] ^ overrides["verl_default"] == {
+        "actor_rollout_ref.model.use_remove_padding=False",
+        "actor_rollout_ref.model.use_remove_padding=True",
+    }
+    assert overrides["ours"] - overrides["verl_default"] == {
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=37568",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=75136",
+        "actor_rollout_ref.model.use_fused_kernels=True",
+    }
+    with pytest.raises(ValueError, match="arm must be one of"):
+        actor_update.arm_overrides("fast", 128, 2, 37568)
