@@ -44,6 +44,7 @@ def cmd_check(ns) -> int:
     if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
         runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
         runs += [(r, f" +smoke={o}", [f"+configs/smoke={o}", f"actor_rollout_ref.model.path={r.card_value('smoke_model')}",
+                                      *(split_args(r.card_value("smoke_args", "")) if o != "tiny_gpu" else []),
                                       *split_args(ns.args)]) for r, _, _ in list(runs) for o in smoke_overlays(r)]
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]

@@ -23,7 +23,8 @@ def smoke_args(recipe: Recipe, tiny: Path | None) -> list[str]:
     model = recipe.card_value("smoke_model")
     if not model:
         raise RecipeError(f"{recipe.label}: its card has no smoke_model (the smallest real model of the family)")
-    return [f"+configs/smoke={recipe.card_value('smoke_overlay', 'node')}", f"actor_rollout_ref.model.path={model}"]
+    return [f"+configs/smoke={recipe.card_value('smoke_overlay', 'node')}", f"actor_rollout_ref.model.path={model}",
+            *split_args(recipe.card_value("smoke_args", ""))]
 
 
 def dry_run(recipe: Recipe, args: str | None) -> int:
