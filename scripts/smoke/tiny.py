@@ -17,6 +17,7 @@ import pandas as pd
 
 from scripts.data.prompts import RETOOL_INSTRUCTION
 from scripts.smoke import tiny_vl
+from scripts.smoke.tokenizer import bpe_tokenizer
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -36,22 +37,9 @@ def _problem(rng: random.Random) -> tuple[str, str]:
 
 
 def build_tokenizer(folder: Path, rng: random.Random):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
     corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]  # so retool prompts fit 128 tokens
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=2048, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                     additional_special_tokens=SPECIAL[1:], model_max_length=4096)
-    hf_tok.chat_template = CHAT_TEMPLATE
-    hf_tok.save_pretrained(folder)
-    return hf_tok
+    return bpe_tokenizer(folder, corpus, SPECIAL, CHAT_TEMPLATE)
 
 
 def build_qwen2(folder: Path, seed: int = 0) -> Path:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from scripts.smoke.tokenizer import bpe_tokenizer
+
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
            "<|image_pad|>", "<|video_pad|>"]
 CHAT_TEMPLATE = (
@@ -67,25 +69,12 @@ def geo3k_rows(split: str, n: int, rng: random.Random) -> list[dict]:
 
 def _tokenizer(folder: Path, rng: random.Random):
     """A byte-level BPE trained on tiny geo3k prompts and answers, so the real instruction text takes few tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     corpus = []
     for row in geo3k_rows("train", 100, rng):
         answer = row["reward_model"]["ground_truth"]
         corpus += [row["prompt"][0]["content"], f"<think> so the area is {answer} </think> \\boxed{{{answer}}}"]
     corpus.append("You are a helpful assistant.")
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=2048, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                     additional_special_tokens=SPECIAL[1:], model_max_length=4096)
-    hf_tok.chat_template = CHAT_TEMPLATE
-    hf_tok.save_pretrained(folder)
-    return hf_tok
+    return bpe_tokenizer(folder, corpus, SPECIAL, CHAT_TEMPLATE)
 
 
 def _special_ids(tok) -> dict:

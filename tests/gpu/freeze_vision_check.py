@@ -23,13 +23,15 @@ import os
 import sys
 import tempfile
 import time
-import types
 from functools import partial
 
 import numpy as np
 import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO_ROOT)  # so verl's import of scripts.freeze_vision, and ours below, find this repo
+
+from scripts.verl_cpu import use_cpu_platform  # noqa: E402
 HOOK_MODULE = "scripts.freeze_vision"
 IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 100, 101, 102, 103
 VOCAB_SIZE = 512
@@ -96,53 +98,6 @@ def save_random_model(model_type: str, size: str, path: str) -> None:
 
     torch.manual_seed(0)
     AutoModelForImageTextToText.from_config(vl_config(model_type, size)).save_pretrained(path)
-
-
-def use_cpu_platform() -> None:
-    """Make verl (which only knows accelerators) run its engine on CPU with gloo, for --cpu-dry-run."""
-    from verl.plugin.platform.platform_cuda import PlatformCUDA
-    from verl.plugin.platform.platform_manager import set_platform
-
-    class CpuDeviceModule(types.ModuleType):
-        # verl calls empty_cache / memory_allocated / ... on the device module; on CPU they are no-ops
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return getattr(torch.cpu, name, lambda *args, **kwargs: 0)
-
-        def mem_get_info(self, device=None):
-            return 0, 0
-
-    class PlatformCPU(PlatformCUDA):
-        device_name = "cpu"
-        device_module = CpuDeviceModule("cpu_device")
-
-        def is_available(self):
-            return True
-
-        def current_device(self):
-            return torch.device("cpu")
-
-        def set_device(self, device_index):
-            pass
-
-        def synchronize(self, device_index=None):
-            pass
-
-        def manual_seed(self, seed):
-            torch.manual_seed(seed)
-
-        def manual_seed_all(self, seed):
-            torch.manual_seed(seed)
-
-        def empty_cache(self):
-            pass
-
-        def communication_backend_name(self):
-            return "gloo"
-
-    set_platform(PlatformCPU())
-    os.environ["VERL_ENGINE_DEVICE"] = "cuda"  # EngineRegistry only registers FSDP for cuda/npu
 
 
 def compose_actor_config(model_path: str, strategy: str, use_orig_params: bool, freeze: bool):
@@ -368,7 +323,6 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per case (first one is warm-up)")
     args = parser.parse_args()
     args.size = args.size or ("tiny" if args.cpu_dry_run else "medium")
-    sys.path.insert(0, REPO_ROOT)  # so verl's import of scripts.freeze_vision finds this repo
 
     if args.cpu_dry_run:
         use_cpu_platform()

@@ -1,0 +1,55 @@
+"""Smoke gates on real verl 0.9.1 metrics (the H200 tiny runs, committed) and on broken copies of them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts import catalog
+from scripts.smoke import gates
+from scripts.smoke.run import dry_run
+
+REPO = Path(__file__).resolve().parent.parent
+REAL = REPO / "results/smoke/qwen25-7b-grpo-v1.tiny-h200.metrics.jsonl"
+CHECKS = REPO / "recipes/qwen25-7b-grpo/v1/checks.yaml"
+
+
+def test_the_real_run_passes_every_gate():
+    assert gates.evaluate(gates.read_metrics(REAL), 2, gates.load_gates(CHECKS, tiny=True)) == []
+
+
+@pytest.mark.parametrize("breakage, named", [
+    (lambda steps: steps[2].pop("actor/grad_norm"), "step 2: metric 'actor/grad_norm' is missing"),
+    (lambda steps: steps[1].update({"actor/pg_loss": float("nan")}), "step 1: 'actor/pg_loss' = nan is not finite"),
+    (lambda steps: steps[1].update({"response_length/mean": 0.0}), "'response_length/mean' = 0.0 is below"),
+    (lambda steps: steps.pop(2), "steps [2] have no metrics"),
+    (lambda steps: steps[2].pop("timing_s/ref"), "metric 'timing_s/ref' is missing"),  # from the recipe's checks.yaml
+])
+def test_a_broken_run_names_the_failing_metric(breakage, named):
+    steps = gates.read_metrics(REAL)
+    breakage(steps)
+    failures = gates.evaluate(steps, 2, gates.load_gates(CHECKS, tiny=True))
+    assert any(named in f for f in failures), failures
+
+
+def test_tool_call_gates_apply_to_node_smokes_only():
+    checks = REPO / "recipes/retool-qwen25-7b/v1/checks.yaml"
+    steps = gates.read_metrics(REPO / "results/smoke/retool-qwen25-7b-v1.tiny-h200.metrics.jsonl")
+    assert gates.evaluate(steps, 2, gates.load_gates(checks, tiny=True)) == []
+    node = gates.evaluate(steps, 2, gates.load_gates(checks, tiny=False))
+    assert any("'num_turns/max' = 2" in f for f in node), node  # a random model wrote no tool call
+
+
+def test_bad_metrics_file_names_file_and_line(tmp_path):
+    bad = tmp_path / "m.jsonl"
+    bad.write_text(json.dumps({"step": 1, "data": {}}) + "\nnot json\n")
+    with pytest.raises(ValueError, match="m.jsonl:2: not JSON"):
+        gates.read_metrics(bad)
+    with pytest.raises(FileNotFoundError, match="no metrics file"):
+        gates.read_metrics(tmp_path / "absent.jsonl")
+
+
+def test_dry_run_prints_and_proves_the_smoke_config(capsys):
+    assert dry_run(catalog.get("qwen25-7b-grpo"), "") == 0
+    out = capsys.readouterr().out
+    assert "Qwen/Qwen2.5-0.5B-Instruct" in out and "# ok: qwen25-7b-grpo/v1 smoke config" in out
