@@ -46,6 +46,9 @@ def cmd_check(ns) -> int:
         runs += [(r, f" +smoke={o}", [f"+configs/smoke={o}", f"actor_rollout_ref.model.path={r.card_value('smoke_model')}",
                                       *(split_args(r.card_value("smoke_args", "")) if o != "tiny_gpu" else []),
                                       *split_args(ns.args)]) for r, _, _ in list(runs) for o in smoke_overlays(r)]
+        # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
+        runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])
+                 for r in catalog.all_recipes() if r.variant is None]
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     failed = 0
