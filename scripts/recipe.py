@@ -49,6 +49,9 @@ def cmd_check(ns) -> int:
         # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
         runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])
                  for r in catalog.all_recipes() if r.variant is None]
+        # every profiling preset, on the first recipe (the presets are recipe-independent fragments)
+        runs += [(runs[0][0], f" +profiling={p.stem}", [f"+configs/profiling={p.stem}", *split_args(ns.args)])
+                 for p in sorted((catalog.root() / "configs/profiling").glob("*.yaml")) if p.stem != "common"]
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     failed = 0
