@@ -5,7 +5,7 @@ Each run gets (namespace mode, the default):
 - new pid, mount, network, ipc and uts namespaces (plus a user namespace when not root): no network
   at all, no view of other processes, and every process of the run dies with it;
 - a chroot jail on a size-limited tmpfs that holds only read-only /usr, /lib*, /bin, the Python
-  interpreter, its site-packages and a few /dev nodes; the working directory is the jail's /tmp;
+  interpreter, its site-packages and a few /dev nodes; the working directory is the jail's /sandbox (also TMPDIR);
 - an unprivileged, per-run random uid when the trainer is root (the same uid otherwise, mapped in
   the user namespace), no_new_privs, and an empty environment (no trainer secrets);
 - rlimits: CPU time, address space, file size, open files, processes/threads;

@@ -8,7 +8,7 @@ because it starts before any site-packages are on the path. Process tree in name
      +- init  (pid 1 of a new pid namespace: builds the jail, starts the user process, and exits as
          |     soon as it ends; the kernel then SIGKILLs every process left in the namespace)
          +- user process  (chroot into the jail, unprivileged uid, rlimits, no_new_privs; exec'd as
-                           stage "run": installs the audit hook and runs /tmp/main.py)
+                           stage "run": installs the audit hook and runs /sandbox/main.py)
 
 Weak mode (opt-in, for hosts without namespaces): the launcher starts the user process directly,
 without namespaces, jail or uid change; only the rlimits and the audit hook apply.
@@ -24,7 +24,9 @@ import types
 MEMORY_EXIT_CODE = 119  # the user code raised MemoryError (the address-space limit was hit)
 SETUP_FAILED_EXIT_CODE = 125
 NAMESPACE_ERROR = "cannot create Linux namespaces"  # the parent may fall back to weak mode on this one
-JAIL_WORKDIR = "/tmp"
+# Not /tmp: the interpreter, site-packages or this file may live under /tmp on the host (a checkout or venv
+# there), and their read-only mounts would then show up in the user's working directory.
+JAIL_WORKDIR = "/sandbox"
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # Read-only system paths in the jail (besides the interpreter, site-packages and this file).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.cache")
@@ -113,7 +115,7 @@ def _build_jail(cfg):
     os.mkdir(root + "/dev/shm")
     os.chmod(root + "/dev/shm", 0o1777)  # POSIX semaphores (multiprocessing locks), on the jail's tmpfs
     workdir = root + JAIL_WORKDIR
-    os.makedirs(workdir, exist_ok=True)  # exists already if an exposed path lies under /tmp
+    os.makedirs(workdir, exist_ok=True)
     os.chmod(workdir, 0o700)
     if cfg["uid"] is not None:
         os.chown(workdir, cfg["uid"], cfg["uid"])
