@@ -258,7 +258,7 @@ def test_unbounded_recursion_is_bounded(runs):
 
 def test_files_outside_the_workdir_are_untouched(runs):
     result = _case(runs, "write_tmp")
-    # the jail's /tmp is the run's private tmpfs (namespace mode); the host's /tmp never sees the file
+    # the jail's root is the run's private tmpfs (namespace mode); the host's /tmp never sees the file
     assert not os.path.exists(MARKER)
     assert not os.path.exists(HOME_MARKER)
     assert result.status in ("ok", "error")
