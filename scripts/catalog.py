@@ -24,6 +24,11 @@ def root() -> Path:
     return Path(os.environ.get("RL_RECIPE_ROOT", REPO)).resolve()
 
 
+def data_dir() -> Path:
+    """Where prepared datasets live: RL_DATA_DIR (absolute, so recipes and data prep name the same files) or data/."""
+    return Path(os.environ.get("RL_DATA_DIR") or REPO / "data").expanduser().resolve()
+
+
 def recipes_dir() -> Path:
     return root() / "recipes"
 CARD = "card.yaml"

@@ -20,13 +20,9 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from scripts import verl_keys
-from scripts.catalog import REPO, Recipe, RecipeError, root
+from scripts.catalog import REPO, Recipe, RecipeError, data_dir, root
 from scripts.entrypoints import base_config_name, config_dir_of, searchpath
 
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("RL_DATA_DIR", REPO / "data")).expanduser().resolve()
 
 
 def runs_dir() -> Path:

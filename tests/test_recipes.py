@@ -177,3 +177,14 @@ def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch)
     loaded = yaml.safe_load(out)
     assert loaded["actor_rollout_ref"]["actor"]["ppo_max_token_len_per_gpu"] == 24576
     assert loaded["trainer"]["experiment_name"] == "qwen25-7b-grpo-v1"
+
+
+def test_a_relative_data_dir_names_the_same_files_for_the_recipe_and_data_prep(monkeypatch, tmp_path):
+    """RL_DATA_DIR=data (relative) must not make the recipe's data look unproduced."""
+    from scripts.data.prepare import outputs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RL_DATA_DIR", "reldata")
+    cfg = compose(catalog.get(QWEN))
+    assert cfg.data.train_files == str(outputs("gsm8k_math")[0]) == str(tmp_path / "reldata/gsm8k_math/train.parquet")
+    assert check(catalog.get(QWEN)) == []

@@ -10,14 +10,13 @@ parts of the dataset come from one hub repository. See scripts/data/README.md.
 """
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from scripts.catalog import data_dir
 from scripts.data import dapo_math, deepeyes, geo3k, gsm8k_math, retool_sft
 from scripts.data.common import PrepError, Spec, run
 
-REPO = Path(__file__).resolve().parents[2]
 DATASETS: dict[str, Spec] = {
     "gsm8k_math": gsm8k_math.SPEC,
     "geo3k": geo3k.SPEC,
@@ -27,10 +26,6 @@ DATASETS: dict[str, Spec] = {
     "deepeyes": deepeyes.SPEC,
 }
 DEFAULT_MAX_BAD_FRACTION = 0.01
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("RL_DATA_DIR") or REPO / "data")
 
 
 def _spec(dataset: str) -> Spec:
