@@ -9,7 +9,6 @@ from scripts import catalog
 from scripts.catalog import RecipeError
 
 
-
 def smoke_overlays(recipe: catalog.Recipe) -> list[str]:
     """The node overlay always; the one-GPU tiny overlay only where the card names a tiny family that can run there."""
     return [recipe.card_value("smoke_overlay", "node")] + (["tiny_gpu"] if recipe.card_value("tiny_family") else [])
@@ -38,14 +37,13 @@ def cmd_show(ns) -> int:
 
 def cmd_check(ns) -> int:
     from scripts.checks import check
-
     from scripts.compose import split_args
+    from scripts.smoke.run import overlay_args
 
     if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
         runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
-        runs += [(r, f" +smoke={o}", [f"+configs/smoke={o}", f"actor_rollout_ref.model.path={r.card_value('smoke_model')}",
-                                      *(split_args(r.card_value("smoke_args", "")) if o != "tiny_gpu" else []),
-                                      *split_args(ns.args)]) for r, _, _ in list(runs) for o in smoke_overlays(r)]
+        runs += [(r, f" +smoke={o}", [*overlay_args(r, o == "tiny_gpu", r.card_value("smoke_model")), *split_args(ns.args)])
+                 for r, _, _ in list(runs) for o in smoke_overlays(r)]
         # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
         runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])
                  for r in catalog.all_recipes() if r.variant is None]

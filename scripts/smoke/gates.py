@@ -3,8 +3,9 @@
 Every recipe gets the common gates; `recipes/<name>/<version>/checks.yaml` adds its own:
     min:      {metric: lower bound (inclusive)}  e.g. tool calls executed > 0 as {num_tool_calls/mean: 0.001}
     present:  [metric, ...]                      must exist at every step
-    node:     {min: ..., present: ...}           only for node smokes with a real model (e.g. tool calls: a
-                                                 random tiny model never writes one)
+    node:     {min: ..., present: ...}           only for node smokes with a real model
+    frozen:   [module, ...]                      weight gate (scripts/smoke/weights.py): tensors under these
+                                                 modules stay bit-identical in the last step's saved weights
 """
 
 from __future__ import annotations
@@ -36,10 +37,14 @@ def read_metrics(path: Path) -> dict[int, dict]:
     return steps
 
 
+def load_checks(checks_file: Path | None) -> dict:
+    return (yaml.safe_load(checks_file.read_text()) or {}) if checks_file and checks_file.is_file() else {}
+
+
 def load_gates(checks_file: Path | None, tiny: bool = False) -> dict:
     gates = {key: (dict(value) if isinstance(value, dict) else list(value)) for key, value in COMMON.items()}
-    if checks_file and checks_file.is_file():
-        extra = yaml.safe_load(checks_file.read_text()) or {}
+    extra = load_checks(checks_file)
+    if extra:
         for section in [extra] + ([] if tiny else [extra.get("node") or {}]):
             gates["present"] += section.get("present", [])
             gates["finite"] += section.get("finite", [])

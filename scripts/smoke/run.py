@@ -14,17 +14,35 @@ from pathlib import Path
 
 from scripts.catalog import Recipe, RecipeError
 from scripts.compose import split_args
-from scripts.smoke import gates
+from scripts.smoke import gates, weights
+
+
+def frozen_modules(recipe: Recipe) -> list[str] | None:
+    """checks.yaml `frozen`: modules whose tensors the run must leave bit-identical (None: the recipe freezes none)."""
+    return gates.load_checks(recipe.folder / "checks.yaml").get("frozen")
+
+
+def weight_gates_on(recipe: Recipe, tiny: bool) -> bool:
+    """Always on the tiny path; on a node only where something is frozen (a real model's full save is large)."""
+    return tiny or frozen_modules(recipe) is not None
+
+
+def overlay_args(recipe: Recipe, tiny: bool, model: str) -> list[str]:
+    """The smoke overlay and the card's arguments for it, with `model` swapped in."""
+    save = weights.SAVE_LAST_STEP if weight_gates_on(recipe, tiny) else []
+    overlay, card_args = ("tiny_gpu", "tiny_args") if tiny else (recipe.card_value("smoke_overlay", "node"), "smoke_args")
+    return [f"+configs/smoke={overlay}", f"actor_rollout_ref.model.path={model}",
+            *split_args(recipe.card_value(card_args, "")), *save]
 
 
 def smoke_args(recipe: Recipe, tiny: Path | None) -> list[str]:
+    """Tiny: the model built in `tiny`/model; node: the card's smoke_model (the smallest real model of the family)."""
     if tiny is not None:
-        return ["+configs/smoke=tiny_gpu", f"actor_rollout_ref.model.path={tiny.resolve() / 'model'}"]
+        return overlay_args(recipe, True, str(tiny.resolve() / "model"))
     model = recipe.card_value("smoke_model")
     if not model:
         raise RecipeError(f"{recipe.label}: its card has no smoke_model (the smallest real model of the family)")
-    return [f"+configs/smoke={recipe.card_value('smoke_overlay', 'node')}", f"actor_rollout_ref.model.path={model}",
-            *split_args(recipe.card_value("smoke_args", ""))]
+    return overlay_args(recipe, False, model)
 
 
 def dry_run(recipe: Recipe, args: str | None) -> int:
@@ -49,7 +67,14 @@ def run(recipe: Recipe, args: str | None, tiny: Path | None) -> int:
     steps = gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     failures = ([f"verl exited with {rc}"] if rc else []) + gates.evaluate(
         steps, int(cfg.trainer.total_training_steps), gates.load_gates(recipe.folder / "checks.yaml", tiny is not None))
+    weight_report = {}
+    if weight_gates_on(recipe, tiny is not None) and not rc:
+        final = weights.last_step_folder(run_dir, cfg.trainer.default_local_dir, int(cfg.trainer.total_training_steps))
+        found, weight_report = weights.compare(weights.local_model(cfg.actor_rollout_ref.model.path), final,
+                                               frozen_modules(recipe) or [])
+        failures += found
     report = {"recipe": recipe.label, "tiny": tiny is not None, "rc": rc, "wall_s": round(time.time() - started, 1),
+              "weights": weight_report,
               "steps": {s: {k: d[k] for k in d if k.startswith(("timing_s/", "critic/score", "actor/", "response_length/"))}
                         for s, d in steps.items()}, "failures": failures, "date": time.strftime("%Y-%m-%d")}
     (run_dir / "smoke.json").write_text(json.dumps(report, indent=1, default=str))

@@ -17,17 +17,9 @@ import pandas as pd
 
 from scripts.data.prompts import RETOOL_INSTRUCTION
 from scripts.smoke import tiny_vl
-from scripts.smoke.tokenizer import bpe_tokenizer
+from scripts.smoke.tokenizer import tiny_tokenizer
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- if loop.first and messages[0]['role'] != 'system' %}"
-    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
 BOXED = " Let's think step by step and output the final answer within \\boxed{}."
 
 
@@ -39,7 +31,7 @@ def _problem(rng: random.Random) -> tuple[str, str]:
 def build_tokenizer(folder: Path, rng: random.Random):
     corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
     corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]  # so retool prompts fit 128 tokens
-    return bpe_tokenizer(folder, corpus, SPECIAL, CHAT_TEMPLATE)
+    return tiny_tokenizer(folder, corpus, SPECIAL)
 
 
 def build_qwen2(folder: Path, seed: int = 0) -> Path:
@@ -84,7 +76,8 @@ def _retool_rows(split: str, n: int, rng: random.Random) -> list[dict]:
 
 
 # dataset name -> row maker; the file names come from scripts.data.prepare.outputs so the recipe finds them
-ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math_retool": _retool_rows}
+ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math_retool": _retool_rows,
+        "deepeyes": tiny_vl.deepeyes_rows}
 MODELS = {"qwen2": build_qwen2, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl}
 
 
@@ -118,7 +111,22 @@ def main(argv: list[str] | None = None) -> int:
     model = MODELS[family](ns.out / "model")
     files = write_datasets(recipe.card_value("data", []), ns.out / "data")
     print(f"tiny {family} model -> {model}; data -> {[str(f) for f in files]}")
+    if recipe.card_value("tiny_tool_call"):
+        print(f"taught to call its tool: {teach_tool_call(recipe, model, [f for f in files if f.stem == 'train'])}")
     return 0
+
+
+def teach_tool_call(recipe, model: Path, train_files: list[Path]) -> dict:
+    """Agent recipes: teach the model the card's `tiny_tool_call` on the recipe's own prompts and tool schemas."""
+    from scripts.compose import compose
+    from scripts.smoke.run import overlay_args
+    from scripts.smoke.teach import teach
+    from scripts.smoke.tokenizer import tool_schemas
+
+    cfg = compose(recipe, overlay_args(recipe, True, str(model)))
+    tool_config = Path(str(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path))
+    rows = [row for file in train_files for row in pd.read_parquet(file).to_dict("records")]
+    return teach(model, rows, tool_schemas(tool_config), dict(recipe.card_value("tiny_tool_call")))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Tiny random-init vision-language models (Qwen2.5-VL, Qwen3-VL) and geometry3k-like rows for the one-GPU smoke.
 
 scripts/smoke/tiny.py registers them (MODELS, ROWS). A model folder holds what verl and vLLM load offline:
-bf16 weights and config.json, a small BPE tokenizer with the Qwen-VL special tokens, a chat template that renders
-an image as <|vision_start|><|image_pad|><|vision_end|> (the processor expands <|image_pad|> to one token per
-merged patch), and the processor configs laid out as on the hub. The processor is written as config files rather
+bf16 weights and config.json, a small BPE tokenizer with the Qwen-VL special tokens and the repository's tool chat
+template, which renders an image as <|vision_start|><|image_pad|><|vision_end|> (the processor expands
+<|image_pad|> to one token per merged patch), and the processor configs laid out as on the hub. The processor is written as config files rather
 than built, because transformers' Qwen-VL processors need a video processor, which needs torchvision.
 """
 
@@ -15,25 +15,10 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from scripts.smoke.tokenizer import bpe_tokenizer
+from scripts.smoke.tokenizer import tiny_tokenizer
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
            "<|image_pad|>", "<|video_pad|>"]
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- if loop.first and messages[0]['role'] != 'system' %}"
-    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
-    "{%- if message['content'] is string %}{{- message['content'] }}"
-    "{%- else %}{%- for item in message['content'] %}"
-    "{%- if item['type'] == 'image' %}{{- '<|vision_start|><|image_pad|><|vision_end|>' }}"
-    "{%- elif item['type'] == 'video' %}{{- '<|vision_start|><|video_pad|><|vision_end|>' }}"
-    "{%- elif item['type'] == 'text' %}{{- item['text'] }}{%- endif %}"
-    "{%- endfor %}{%- endif %}"
-    "{{- '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
 # Image side lengths of the tiny rows: 2x2 to 3x3 merged patches (28 px each on Qwen2.5-VL), so a prompt with
 # its image stays far below configs/smoke/tiny_gpu's max_prompt_length of 128 tokens.
 IMAGE_SIDES = (56, 70, 84)
@@ -67,14 +52,28 @@ def geo3k_rows(split: str, n: int, rng: random.Random) -> list[dict]:
     return rows
 
 
+def deepeyes_rows(split: str, n: int, rng: random.Random) -> list[dict]:
+    """Rows as `python -m scripts.data.prepare deepeyes` writes them (scripts/data/deepeyes.deepeyes_row)."""
+    from scripts.data.deepeyes import deepeyes_row
+
+    rows = []
+    for i in range(n):
+        problem, answer = _problem(rng)
+        source = {"data_source": "vstar", "prompt": [{"role": "user", "content": problem}], "images": [_diagram(rng)],
+                  "reward_model": {"style": "rule", "ground_truth": answer}, "extra_info": {}}
+        row = deepeyes_row(source, note=lambda message: None)
+        row["extra_info"] = {**row["extra_info"], "split": split, "index": i}
+        rows.append(row)
+    return rows
+
+
 def _tokenizer(folder: Path, rng: random.Random):
     """A byte-level BPE trained on tiny geo3k prompts and answers, so the real instruction text takes few tokens."""
     corpus = []
     for row in geo3k_rows("train", 100, rng):
         answer = row["reward_model"]["ground_truth"]
         corpus += [row["prompt"][0]["content"], f"<think> so the area is {answer} </think> \\boxed{{{answer}}}"]
-    corpus.append("You are a helpful assistant.")
-    return bpe_tokenizer(folder, corpus, SPECIAL, CHAT_TEMPLATE)
+    return tiny_tokenizer(folder, corpus, SPECIAL)
 
 
 def _special_ids(tok) -> dict:
