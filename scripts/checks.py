@@ -139,6 +139,18 @@ def vision_freeze(cfg: DictConfig) -> list[str]:
     return []
 
 
+def fused_kernels(cfg: DictConfig) -> list[str]:
+    """verl 0.9.1's fused log-prob kernels fail on a vision-language model under FSDP2: its Qwen-VL forward multiplies
+    by lm_head.weight while that is still a sharded DTensor ("aten.mm.default got mixed torch.Tensor and DTensor" in
+    compute_log_prob; found by the deepeyes and geo3k tiny smokes on an H200, 2026-11-21/22)."""
+    model, actor = cfg.actor_rollout_ref.model, cfg.actor_rollout_ref.actor
+    if (model.get("use_fused_kernels") and actor.get("strategy") == "fsdp2"
+            and _hf_config(model.path).get("vision_config") is not None):
+        return ["'actor_rollout_ref.model.use_fused_kernels' = true fails for a vision-language model on FSDP2 in verl "
+                "0.9.1 (compute_log_prob: mixed torch.Tensor and DTensor): drop configs/kernels/fused"]
+    return []
+
+
 def chat_template(cfg: DictConfig) -> list[str]:
     """verl applies model.custom_chat_template to the tokenizer and processor at start-up: it must compile."""
     from jinja2 import TemplateError
@@ -374,6 +386,7 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     errors = unknown_and_ignored_keys(raw, base, files, arg_list)
     errors += token_budgets(cfg)
     errors += vision_freeze(cfg)
+    errors += fused_kernels(cfg)
     errors += chat_template(cfg)
     errors += files_and_imports(cfg, recipe)
     errors += typed_configs(cfg)

@@ -203,7 +203,8 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
         Term(
             "logits",
             parts.logits_gib,
-            f"set {MODEL}.use_fused_kernels=True or lower {ACTOR}.ppo_max_token_len_per_gpu",
+            f"set {MODEL}.use_fused_kernels=True (not for vision-language models on FSDP2: see scripts/checks.py "
+            f"fused_kernels) or lower {ACTOR}.ppo_max_token_len_per_gpu",
         ),
         # the optimizer step peaks after the activations are freed; counted only by what it adds on top
         Term("AdamW step temporaries beyond forward/backward",
