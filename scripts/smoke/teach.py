@@ -107,6 +107,8 @@ def teach(folder: Path, rows: list[dict], schemas: list[dict], call: dict, steps
             labels[i, len(ids):len(ids) + len(target)] = torch.tensor(target)
             mask[i, :len(ids) + len(target)] = 1
         extra = {key: torch.cat([b[2][key] for b in batch]) for key in batch[0][2]}  # images, in row order
+        if vision:  # marks the image tokens; without it transformers gives them 1-D positions, not M-RoPE's 3-D ones
+            extra["mm_token_type_ids"] = (input_ids == model.config.image_token_id).long()
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels, **extra).loss
         optimizer.zero_grad()
         loss.backward()
