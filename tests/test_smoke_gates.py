@@ -32,12 +32,21 @@ def test_a_broken_run_names_the_failing_metric(breakage, named):
     assert any(named in f for f in failures), failures
 
 
-def test_tool_call_gates_apply_to_node_smokes_only():
-    checks = REPO / "recipes/retool-qwen25-7b/v1/checks.yaml"
-    steps = gates.read_metrics(REPO / "results/smoke/retool-qwen25-7b-v1.tiny-h200.metrics.jsonl")
-    assert gates.evaluate(steps, 2, gates.load_gates(checks, tiny=True)) == []
-    node = gates.evaluate(steps, 2, gates.load_gates(checks, tiny=False))
-    assert any("'num_turns/max' = 2" in f for f in node), node  # a random model wrote no tool call
+RUNS = sorted((REPO / "results/smoke").glob("*-v1.tiny-h200.metrics.jsonl"))
+
+
+@pytest.mark.parametrize("metrics", RUNS, ids=lambda p: p.name.split("-v1")[0])
+def test_every_recorded_tiny_run_passes_its_recipes_gates(metrics):
+    checks = REPO / "recipes" / metrics.name.split("-v1")[0] / "v1/checks.yaml"
+    assert gates.evaluate(gates.read_metrics(metrics), 2, gates.load_gates(checks, tiny=True)) == []
+
+
+@pytest.mark.parametrize("name", ["retool-qwen25-7b", "deepeyes-qwen25-vl-7b"])
+def test_an_agent_run_without_a_tool_call_fails_naming_num_turns(name):
+    steps = gates.read_metrics(REPO / f"results/smoke/{name}-v1.tiny-h200.metrics.jsonl")
+    steps[2]["num_turns/max"] = 2  # every trajectory answered without a call
+    failures = gates.evaluate(steps, 2, gates.load_gates(REPO / f"recipes/{name}/v1/checks.yaml", tiny=True))
+    assert failures == ["step 2: 'num_turns/max' = 2 is below 3"]
 
 
 def test_bad_metrics_file_names_file_and_line(tmp_path):

@@ -234,3 +234,12 @@ def test_pixel_budget_caps_image_tokens_only_as_a_pair(tiny_models):
 
     assert tokens(**budget) <= 512
     assert tokens(max_pixels=budget["max_pixels"]) == tokens() > 512
+
+
+@pytest.mark.parametrize("name", ["qwen25-vl-7b-geo3k-dapo", "qwen3-vl-8b-geo3k-dapo", "deepeyes-qwen25-vl-7b"])
+def test_fused_kernels_are_refused_for_vl_models_on_fsdp2(name):
+    """verl 0.9.1 crashes in compute_log_prob with them (found by the deepeyes tiny smoke on an H200)."""
+    from scripts.checks import check
+
+    errors = check(catalog.get(name), ["actor_rollout_ref.model.use_fused_kernels=true"])
+    assert any("use_fused_kernels' = true fails for a vision-language model on FSDP2" in e for e in errors), errors
