@@ -173,6 +173,11 @@ def separate_async_errors(cfg: DictConfig) -> list[str]:
         errors.append("trainer.v1.separate_async.hybrid_rollout.enable_switch=true cannot run with "
                       f"actor_rollout_ref.rollout.disaggregation.enabled=true (raises ValueError, {S}:95-103); "
                       "turn one of them off")
+    env = (cfg.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env", {}) or {}).get("env_vars", {}) or {}
+    if not arr.hybrid_engine and str(env.get("VERL_LOGGING_LEVEL", "INFO")).upper() in ("DEBUG", "INFO"):
+        errors.append("actor_rollout_ref.hybrid_engine=false crashes at start-up at the default log level: "
+                      f"{S}:181 calls logger.info(..., flush=True), which logging rejects (TypeError); set "
+                      "ray_kwargs.ray_init.runtime_env.env_vars.VERL_LOGGING_LEVEL=WARN (configs/async/separate_async)")
     return errors
 
 

@@ -10,8 +10,9 @@ from scripts.catalog import RecipeError
 
 
 def smoke_overlays(recipe: catalog.Recipe) -> list[str]:
-    """The node overlay always; the one-GPU tiny overlay only where the card names a tiny family that can run there."""
-    return [recipe.card_value("smoke_overlay", "node")] + (["tiny_gpu"] if recipe.card_value("tiny_family") else [])
+    """The node overlay always; the tiny overlay (one GPU, two for async) only where the card names a tiny family."""
+    tiny = [recipe.card_value("tiny_overlay", "tiny_gpu")] if recipe.card_value("tiny_family") else []
+    return [recipe.card_value("smoke_overlay", "node")] + tiny
 
 
 def _recipe(ns) -> catalog.Recipe:
@@ -42,7 +43,7 @@ def cmd_check(ns) -> int:
 
     if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
         runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
-        runs += [(r, f" +smoke={o}", [*overlay_args(r, o == "tiny_gpu", r.card_value("smoke_model")), *split_args(ns.args)])
+        runs += [(r, f" +smoke={o}", [*overlay_args(r, o.startswith("tiny_gpu"), r.card_value("smoke_model")), *split_args(ns.args)])
                  for r, _, _ in list(runs) for o in smoke_overlays(r)]
         # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
         runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])

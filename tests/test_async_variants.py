@@ -7,6 +7,7 @@
 
 import copy
 from functools import cache
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
@@ -61,7 +62,7 @@ def test_variant_is_the_sync_recipe_plus_async_files(variant):
         expected = ours[key] if key in ours else sync_keys[key]
         assert value == expected, key
     base = "fully_async_ppo_trainer" if variant == "async" else "ppo_trainer"
-    assert set(composed) == set(sync_keys) | set(verl_base(base))
+    assert set(composed) == set(sync_keys) | set(verl_base(base)) | set(ours)
 
 
 def test_async_sets_every_key_fully_async_ppo_trainer_adds_or_changes():
@@ -107,3 +108,15 @@ def test_make_check_proves_the_variants(variant, args):
     card.setdefault("variants", {}).setdefault(variant, {}).update(entry)
     errors = check(catalog.Recipe(*RECIPE, variant, card), args)
     assert errors == []
+
+
+def test_separate_async_without_hybrid_engine_needs_the_log_level_workaround():
+    """verl 0.9.1 logs with logger.info(..., flush=True) on that path (a TypeError at INFO; found on 2 H200s)."""
+    import verl
+
+    source = Path(verl.__file__).parent / "trainer/ppo/v1/trainer_separate_async.py"
+    assert "flush=True" in source.read_text().splitlines()[183]  # the bug the workaround is for is still there
+    recipe = catalog.get("qwen25-7b-grpo", variant="separate_async")
+    assert check(recipe) == []
+    errors = check(recipe, ["ray_kwargs.ray_init.runtime_env.env_vars.VERL_LOGGING_LEVEL=INFO"])
+    assert any("VERL_LOGGING_LEVEL=WARN" in e and "trainer_separate_async.py:181" in e for e in errors), errors

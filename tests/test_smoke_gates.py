@@ -62,3 +62,13 @@ def test_dry_run_prints_and_proves_the_smoke_config(capsys):
     assert dry_run(catalog.get("qwen25-7b-grpo"), "") == 0
     out = capsys.readouterr().out
     assert "Qwen/Qwen2.5-0.5B-Instruct" in out and "# ok: qwen25-7b-grpo/v1 smoke config" in out
+
+
+def test_the_fully_async_run_passes_with_its_one_step_metrics_lag():
+    """The 2-GPU tiny run of qwen25-7b-grpo:async (verl exited 0): verl logs step k's training metrics at step k + 1."""
+    steps = gates.read_metrics(REPO / "results/smoke/qwen25-7b-grpo-v1-async.tiny-2xh200.metrics.jsonl")
+    async_gates = gates.load_gates(CHECKS, tiny=True, variant="async")
+    assert "timing_s/old_log_prob" not in async_gates["present"]  # old log-probs come from the rollout
+    assert gates.evaluate(steps, 2, async_gates, lag=gates.TRAINING_METRICS_LAG[catalog.get(
+        "qwen25-7b-grpo", variant="async").entrypoint]) == []
+    assert any("step 1: metric 'actor/grad_norm' is missing" in f for f in gates.evaluate(steps, 2, async_gates))

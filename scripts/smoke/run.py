@@ -30,7 +30,8 @@ def weight_gates_on(recipe: Recipe, tiny: bool) -> bool:
 def overlay_args(recipe: Recipe, tiny: bool, model: str) -> list[str]:
     """The smoke overlay and the card's arguments for it, with `model` swapped in."""
     save = weights.SAVE_LAST_STEP if weight_gates_on(recipe, tiny) else []
-    overlay, card_args = ("tiny_gpu", "tiny_args") if tiny else (recipe.card_value("smoke_overlay", "node"), "smoke_args")
+    overlay, card_args = ((recipe.card_value("tiny_overlay", "tiny_gpu"), "tiny_args") if tiny
+                          else (recipe.card_value("smoke_overlay", "node"), "smoke_args"))
     return [f"+configs/smoke={overlay}", f"actor_rollout_ref.model.path={model}",
             *split_args(recipe.card_value(card_args, "")), *save]
 
@@ -66,7 +67,9 @@ def run(recipe: Recipe, args: str | None, tiny: Path | None) -> int:
     rc, run_dir, cfg = launch(recipe, smoke_args(recipe, tiny) + split_args(args), tag="-smoke")
     steps = gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     failures = ([f"verl exited with {rc}"] if rc else []) + gates.evaluate(
-        steps, int(cfg.trainer.total_training_steps), gates.load_gates(recipe.folder / "checks.yaml", tiny is not None))
+        steps, int(cfg.trainer.total_training_steps),
+        gates.load_gates(recipe.folder / "checks.yaml", tiny is not None, recipe.variant),
+        lag=gates.TRAINING_METRICS_LAG.get(recipe.entrypoint, 0))
     weight_report = {}
     if weight_gates_on(recipe, tiny is not None) and not rc:
         final = weights.last_step_folder(run_dir, cfg.trainer.default_local_dir, int(cfg.trainer.total_training_steps))

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One-GPU smoke of recipes on tiny random-init models (lent GPU machine; the kit in ../shared/gpu provides
-# verl + Ray + vLLM). Usage: bash tests/gpu/smoke_tiny.sh RECIPE TINY_DIR [RECIPE TINY_DIR ...]
+# verl + Ray + vLLM). Usage: bash tests/gpu/smoke_tiny.sh RECIPE[:VARIANT] TINY_DIR [RECIPE TINY_DIR ...]
+# (async variants take two GPUs: their cards' tiny_overlay gives the trainer and the rollout one each)
 # Copies each run's smoke.json, metrics and config to $OUT when it is set.
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
 status=0
 while [ $# -ge 2 ]; do
   recipe=$1 tiny=$2; shift 2
-  python3 -m scripts.recipe smoke "$recipe" --tiny "$tiny" || status=1
+  variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
+  python3 -m scripts.recipe smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" || status=1
   if [ -n "${OUT:-}" ]; then
     run=$(ls -td "$RL_RUNS_DIR"/*-smoke/*/ 2>/dev/null | head -1)
     name=${recipe//[:\/]/_}
