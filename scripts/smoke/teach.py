@@ -4,7 +4,7 @@ A random model never writes a <tool_call> block: the tool agent loop then runs n
 executed" cannot pass. A short fine-tune on the recipe's own tiny prompts, rendered with its tool schemas as verl's
 tool agent renders them, teaches two turns: the first answers with the card's `tiny_tool_call`; after a tool reply,
 the next gives a boxed answer with a random number. So every trajectory runs the tool, and the answers (hence the
-smoke reward and the advantages) still vary. Takes about a minute on a CPU.
+smoke reward and the advantages) still vary. Takes one to two minutes on a CPU.
 """
 
 from __future__ import annotations
