@@ -68,6 +68,11 @@ def missing_packages(cfg: DictConfig) -> list[str]:
     if cfg.model_engine == "megatron":
         needs["megatron.core"] = "verl[megatron] plus the pinned megatron-core (requirements/gpu-megatron.txt)"
         needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
+    elif cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
+        # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
+        needs["flash_attn"] = ("verl[flash-attn-cu130torch211] (requirements/gpu.txt), or run on sdpa: "
+                               "actor_rollout_ref.model.override_config.attn_implementation=sdpa "
+                               "actor_rollout_ref.model.use_remove_padding=false (as configs/smoke/tiny_gpu does)")
     missing = []
     for module, extra in needs.items():
         try:

@@ -255,3 +255,15 @@ def test_node_check_names_every_problem_it_finds(tmp_path):
     assert "rewards.math:compute_score " not in text and f"{present} " not in text
     assert all(missing in problems for missing in missing_here)
     assert len(problems) == 4 + len(missing_here)
+
+
+def test_flash_attention_is_required_unless_the_config_runs_on_sdpa():
+    """verl 0.9.1's FSDP models default to flash_attention_2 (workers/config/model.py); the tiny overlay opts out."""
+    from importlib.util import find_spec
+
+    recipe = catalog.get("qwen25-7b-grpo")
+    default = missing_packages(compose(recipe))
+    tiny = missing_packages(compose(recipe, ["+configs/smoke=tiny_gpu"]))
+    needs_flash = any("'flash_attn'" in line and "attn_implementation=sdpa" in line for line in default)
+    assert needs_flash == (find_spec("flash_attn") is None)
+    assert not any("'flash_attn'" in line for line in tiny)
