@@ -9,12 +9,6 @@ from scripts import catalog
 from scripts.catalog import RecipeError
 
 
-def smoke_overlays(recipe: catalog.Recipe) -> list[str]:
-    """The node overlay always; the tiny overlay (one GPU, two for async) only where the card names a tiny family."""
-    tiny = [recipe.card_value("tiny_overlay", "tiny_gpu")] if recipe.card_value("tiny_family") else []
-    return [recipe.card_value("smoke_overlay", "node")] + tiny
-
-
 def _recipe(ns) -> catalog.Recipe:
     return catalog.get(ns.name, ns.version or None, ns.variant or None)
 
@@ -39,12 +33,14 @@ def cmd_show(ns) -> int:
 def cmd_check(ns) -> int:
     from scripts.checks import check
     from scripts.compose import split_args
-    from scripts.smoke.run import overlay_args
+    from scripts.smoke.run import overlay, overlay_args
 
     if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
         runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
-        runs += [(r, f" +smoke={o}", [*overlay_args(r, o.startswith("tiny_gpu"), r.card_value("smoke_model")), *split_args(ns.args)])
-                 for r, _, _ in list(runs) for o in smoke_overlays(r)]
+        # the node smoke always; the tiny one only where the card names a tiny family
+        runs += [(r, f" +smoke={overlay(r, tiny)}", [*overlay_args(r, tiny, r.card_value("smoke_model")),
+                                                     *split_args(ns.args)])
+                 for r, _, _ in list(runs) for tiny in (False, True) if not tiny or r.card_value("tiny_family")]
         # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
         runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])
                  for r in catalog.all_recipes() if r.variant is None]

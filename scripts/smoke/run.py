@@ -27,13 +27,16 @@ def weight_gates_on(recipe: Recipe, tiny: bool) -> bool:
     return tiny or frozen_modules(recipe) is not None
 
 
+def overlay(recipe: Recipe, tiny: bool) -> str:
+    """The configs/smoke fragment: the card's tiny_overlay (one GPU, two for async) or smoke_overlay (a node)."""
+    return recipe.card_value("tiny_overlay", "tiny_gpu") if tiny else recipe.card_value("smoke_overlay", "node")
+
+
 def overlay_args(recipe: Recipe, tiny: bool, model: str) -> list[str]:
     """The smoke overlay and the card's arguments for it, with `model` swapped in."""
     save = weights.SAVE_LAST_STEP if weight_gates_on(recipe, tiny) else []
-    overlay, card_args = ((recipe.card_value("tiny_overlay", "tiny_gpu"), "tiny_args") if tiny
-                          else (recipe.card_value("smoke_overlay", "node"), "smoke_args"))
-    return [f"+configs/smoke={overlay}", f"actor_rollout_ref.model.path={model}",
-            *split_args(recipe.card_value(card_args, "")), *save]
+    return [f"+configs/smoke={overlay(recipe, tiny)}", f"actor_rollout_ref.model.path={model}",
+            *split_args(recipe.card_value("tiny_args" if tiny else "smoke_args", "")), *save]
 
 
 def smoke_args(recipe: Recipe, tiny: Path | None) -> list[str]:

@@ -3,8 +3,9 @@
 scripts/smoke/tiny.py registers them (MODELS, ROWS). A model folder holds what verl and vLLM load offline:
 bf16 weights and config.json, a small BPE tokenizer with the Qwen-VL special tokens and the repository's tool chat
 template, which renders an image as <|vision_start|><|image_pad|><|vision_end|> (the processor expands
-<|image_pad|> to one token per merged patch), and the processor configs laid out as on the hub. The processor is written as config files rather
-than built, because transformers' Qwen-VL processors need a video processor, which needs torchvision.
+<|image_pad|> to one token per merged patch), and the processor configs laid out as on the hub. The processor is
+written as config files rather than built, because transformers' Qwen-VL processors need a video processor, which
+needs torchvision.
 """
 
 from __future__ import annotations
