@@ -2,8 +2,7 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
-RECIPE := $(PY) -m scripts.recipe
+RECIPE := $(PY) -m verl_recipes
 # torch first and pinned, so nothing pulls an unpinned CUDA torch (set TORCH_SPEC for your platform)
 TORCH_SPEC ?= torch==2.13.0
 
@@ -44,6 +43,7 @@ setup:
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -r requirements/cpu.txt
+	$(PY) -m pip install -q --no-deps -e .
 	@$(PY) -c "import verl, hydra, torch; print('verl', verl.__version__, '| torch', torch.__version__)"
 
 test:
@@ -87,16 +87,16 @@ STEPS ?= [2,3]
 RANKS ?= [0]
 # profile_args fails on a bad PRESET/STEPS/RANKS, which stops the target before anything launches
 $(addsuffix -profile,$(RECIPES)): %-profile:
-	@overrides="$$($(PY) -m scripts.perf.profile_args $* $(SELECT) --preset '$(PRESET)' --steps '$(STEPS)' --ranks '$(RANKS)')" && \
+	@overrides="$$($(PY) -m verl_recipes.perf.profile_args $* $(SELECT) --preset '$(PRESET)' --steps '$(STEPS)' --ranks '$(RANKS)')" && \
 	echo "[profile] $$overrides $(ARGS)" && \
 	$(RECIPE) run $* --version "$(V)" --variant "$(VARIANT)" --args "$$overrides $(ARGS)"
 
 # GPU: actor update (packed + dynamic batching vs verl defaults vs padded) and rollout (CUDA graphs, memory);
 # each < 6 min, prints a table and writes JSON to $$OUT (bench/README.md has the results)
 bench:
-	$(PY) -m bench.actor_update
-	$(PY) -m bench.rollout
+	$(PY) -m verl_recipes.bench.actor_update
+	$(PY) -m verl_recipes.bench.rollout
 
 bench-dry:
-	$(PY) -m bench.actor_update --cpu-dry-run
-	$(PY) -m bench.rollout --cpu-dry-run
+	$(PY) -m verl_recipes.bench.actor_update --cpu-dry-run
+	$(PY) -m verl_recipes.bench.rollout --cpu-dry-run

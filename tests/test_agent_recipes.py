@@ -23,12 +23,12 @@ from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from scripts import catalog
-from scripts.catalog import REPO
-from scripts.checks import check
-from scripts.compose import compose
-from scripts.data.prepare import outputs
-from scripts.data.prompts import CODE_INTERPRETER_TOOL
+from verl_recipes import catalog
+from verl_recipes.catalog import REPO
+from verl_recipes.check.recipe import check
+from verl_recipes.compose import compose
+from verl_recipes.data.prepare import outputs
+from verl_recipes.data.prompts import CODE_INTERPRETER_TOOL
 
 RETOOL = "retool-qwen25-7b"
 DEEPEYES = "deepeyes-qwen25-vl-7b"
@@ -65,7 +65,7 @@ def test_multi_turn_tool_agent_is_wired(name):
     assert multi_turn.max_assistant_turns == multi_turn.max_user_turns == turns
     assert multi_turn.max_tool_response_length > 256  # verl's default (characters) cuts most tracebacks
     path = Path(multi_turn.tool_config_path)
-    assert path.is_absolute() and path == REPO / "agents" / "config" / tool_file
+    assert path.is_absolute() and path == REPO / "verl_recipes" / "runtime" / "tools" / tool_file
     assert [tool.name for tool in load_all_tools(str(path), None)] == tool_names
     assert cfg.data.tool_config_path == str(path)  # the length filter renders the same tool schemas
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"
@@ -81,7 +81,7 @@ def test_data_and_reward_keys(name):
     assert catalog.get(name).card["data"] == [dataset]
     reward = cfg.reward
     assert (reward.custom_reward_function.path, reward.custom_reward_function.name) == (
-        f"pkg://rewards.{reward_module}", "compute_score")
+        f"pkg://verl_recipes.runtime.rewards.{reward_module}", "compute_score")
     assert reward.reward_manager.name == "naive"  # the manager that hands num_turns to the reward
     assert "reward_kwargs" not in reward or not reward.reward_kwargs
 
@@ -114,7 +114,7 @@ def test_deepeyes_has_what_image_tool_replies_need():
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.limit_images == rollout.multi_turn.max_assistant_turns  # prompt image + one crop per tool round
     assert "image_pad" in cfg.actor_rollout_ref.model.custom_chat_template
-    assert cfg.actor_rollout_ref.model.external_lib == "scripts.freeze_vision"
+    assert cfg.actor_rollout_ref.model.external_lib == "verl_recipes.runtime.freeze_vision"
     # no processor pixel budget: the tool crops the image in qwen_vl_utils' frame, which the processor would
     # otherwise rescale, and the model's bbox coordinates would no longer match the crop
     assert not cfg.data.mm_processor_kwargs
@@ -132,7 +132,7 @@ def test_make_check_proves_recipe_and_smoke_overlays(name, overlay):
 
 
 def test_retool_planner_verdict_fits_80gb():
-    from scripts.checks import memory_plan
+    from verl_recipes.check.memory import memory_plan
 
     recipe = catalog.get(RETOOL)
     result = memory_plan(composed(RETOOL), recipe)
@@ -232,7 +232,7 @@ def _zoom_conversation():
 
 
 def test_template_shows_tools_and_puts_the_crop_into_the_tool_reply(vl_tokenizer):
-    schemas = _tool_schemas(REPO / "agents" / "config" / "image_zoom.yaml")
+    schemas = _tool_schemas(REPO / "verl_recipes" / "runtime" / "tools" / "image_zoom.yaml")
     text = vl_tokenizer.apply_chat_template(_zoom_conversation(), tools=schemas, tokenize=False,
                                             add_generation_prompt=True)
     assert text.startswith("<|im_start|>system\nYou are a helpful assistant.\n\n# Tools\n")
@@ -256,7 +256,7 @@ def test_template_appends_turns_the_way_verl_builds_tokens(vl_tokenizer):
     from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 
     tok = vl_tokenizer
-    schemas = _tool_schemas(REPO / "agents" / "config" / "image_zoom.yaml")
+    schemas = _tool_schemas(REPO / "verl_recipes" / "runtime" / "tools" / "image_zoom.yaml")
     conversation = _zoom_conversation()
     whole = tok.apply_chat_template(conversation, tools=schemas, tokenize=True, return_dict=True,
                                     add_generation_prompt=True)["input_ids"]
@@ -282,7 +282,7 @@ def sft_overrides(*extra: str, data_dir: Path | None = None) -> list[str]:
 
 
 def compose_sft(overrides: list[str]):
-    from scripts.entrypoints import verl_root
+    from verl_recipes.entrypoints import verl_root
 
     with initialize_config_dir(config_dir=str(verl_root() / "trainer" / "config"), version_base=None):
         return hydra_compose(config_name="sft_trainer_engine", overrides=overrides)
@@ -312,7 +312,7 @@ def test_sft_config_builds_verls_typed_configs():
 
 def test_sft_data_keys_and_tool_match_the_rl_stage():
     cfg = compose_sft(sft_overrides())
-    assert (cfg.data.messages_key, cfg.data.tools_key) == ("messages", "tools")  # what scripts/data/retool_sft writes
+    assert (cfg.data.messages_key, cfg.data.tools_key) == ("messages", "tools")  # what verl_recipes/data/retool_sft writes
     rl_tool = _tool_schemas(Path(composed(RETOOL).actor_rollout_ref.rollout.multi_turn.tool_config_path))[0]
     sft_tool = CODE_INTERPRETER_TOOL["function"]
     assert rl_tool["function"]["name"] == sft_tool["name"]

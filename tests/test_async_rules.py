@@ -1,4 +1,4 @@
-"""scripts/async_rules.py: every invariant verl 0.9.1 asserts for async training is caught before launch.
+"""verl_recipes/check/async_training.py: every invariant verl 0.9.1 asserts for async training is caught before launch.
 
 Each case breaks one key of a really composed variant (qwen25-7b-grpo async / separate_async) and expects the
 error to name the invariant and the key to change; the unbroken variants pass.
@@ -9,11 +9,16 @@ import copy
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from scripts import catalog
-from scripts.async_rules import FULLY_ASYNC, async_errors, nodes_needed
-from scripts.compose import compose
+from verl_recipes import catalog
+from verl_recipes.check import async_training
+from verl_recipes.entrypoints import FULLY_ASYNC, MAIN_PPO, nodes_needed
+from verl_recipes.compose import compose
 
-MAIN_PPO = "verl.trainer.main_ppo"
+NODE_GPUS = 8
+
+
+def async_errors(cfg, entry):
+    return async_training.async_errors(cfg, entry, NODE_GPUS)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +128,7 @@ def test_gpu_split_accepted_and_counted(composed, trainer, rollout, tp, nodes):
         "trainer.nnodes": trainer[0], "trainer.n_gpus_per_node": trainer[1],
         f"{POOL}.nnodes": rollout[0], f"{POOL}.n_gpus_per_node": rollout[1], f"{POOL}.tensor_model_parallel_size": tp})
     assert async_errors(cfg, MAIN_PPO) == []
-    assert nodes_needed(cfg, MAIN_PPO) == nodes
+    assert nodes_needed(cfg, MAIN_PPO, NODE_GPUS) == nodes
 
 
 def test_fully_async_reads_its_rollout_pool_from_rollout_keys(composed):

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from scripts import catalog
-from scripts.async_rules import FULLY_ASYNC, async_errors
-from scripts.checks import check, own_files
-from scripts.compose import compose, compose_verl_base, flatten
+from verl_recipes import catalog
+from verl_recipes.check.async_training import async_errors
+from verl_recipes.entrypoints import FULLY_ASYNC, MAIN_PPO
+from verl_recipes.check.recipe import check
+from verl_recipes.compose import own_files
+from verl_recipes.compose import compose, compose_verl_base, flatten
 
 RECIPE = ("qwen25-7b-grpo", "v1")
 # Our async files in Hydra merge order (later wins), for each variant.
@@ -25,7 +27,7 @@ ASYNC_FILES = {
     "separate_async": ["configs/async/standalone_rollout", "configs/async/separate_async", "configs/async/split_4_4",
                        "recipes/qwen25-7b-grpo/v1/separate_async"],
 }
-ENTRYPOINTS = {"async": FULLY_ASYNC, "separate_async": "verl.trainer.main_ppo"}
+ENTRYPOINTS = {"async": FULLY_ASYNC, "separate_async": MAIN_PPO}
 
 
 @cache
@@ -87,13 +89,13 @@ def test_async_keeps_verl_fully_async_choices_for_weights_and_log_probs():
 ])
 def test_variants_splits_and_smoke_overlays_pass_async_rules(variant, args):
     cfg = compose(catalog.Recipe(*RECIPE, variant), args, naming=False)
-    assert async_errors(cfg, ENTRYPOINTS[variant]) == []
+    assert async_errors(cfg, ENTRYPOINTS[variant], 8) == []
 
 
 def test_generic_node_smoke_overlay_breaks_fully_async():
     # Why the async variants need their own smoke overlays: the node overlay's train_batch_size=32.
     cfg = compose(catalog.Recipe(*RECIPE, "async"), "+configs/smoke=node", naming=False)
-    assert any("data.train_batch_size must be 0" in e for e in async_errors(cfg, FULLY_ASYNC))
+    assert any("data.train_batch_size must be 0" in e for e in async_errors(cfg, FULLY_ASYNC, 8))
 
 
 @pytest.mark.parametrize("variant,args", [
@@ -104,7 +106,7 @@ def test_make_check_proves_the_variants(variant, args):
     """The whole `make check` (schema of the entry point's verl config, typed configs, validate_config, planner),
     with the card entry the variant needs (entrypoint for async)."""
     card = copy.deepcopy(catalog.load_card(*RECIPE))
-    entry = {"entrypoint": ENTRYPOINTS[variant]} if variant == "async" else {}
+    entry = {"entrypoint": ENTRYPOINTS[variant].module} if variant == "async" else {}
     card.setdefault("variants", {}).setdefault(variant, {}).update(entry)
     errors = check(catalog.Recipe(*RECIPE, variant, card), args)
     assert errors == []

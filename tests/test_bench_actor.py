@@ -1,4 +1,4 @@
-"""bench.actor_update --cpu-dry-run: verl's real actor (TrainingWorker, FSDP2 on gloo) runs all three arms and
+"""verl_recipes.bench.actor_update --cpu-dry-run: verl's real actor (TrainingWorker, FSDP2 on gloo) runs all three arms and
 the proxy on a tiny model, and the report says what the arms did (packing, micro-batches, one loss)."""
 
 import json
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-import bench
-from bench import actor_update
+from verl_recipes import bench
+from verl_recipes.bench import actor_update
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +16,7 @@ def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     env = bench.child_env(OUT=str(out), MASTER_PORT="29541")
     completed = subprocess.run(
-        [sys.executable, "-m", "bench.actor_update", "--cpu-dry-run"],
+        [sys.executable, "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run"],
         cwd=bench.REPO_ROOT,
         env=env,
         capture_output=True,

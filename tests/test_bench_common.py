@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bench import ceilings, lengths, report
+from verl_recipes.bench import ceilings, lengths, report
 
 
 def test_lengths_are_seeded_and_within_bounds():

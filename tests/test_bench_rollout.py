@@ -1,4 +1,4 @@
-"""bench.rollout and bench.decode_floor: the HBM floor reproduces performance.md section 5.2, the admission loop
+"""verl_recipes.bench.rollout and verl_recipes.bench.decode_floor: the HBM floor reproduces performance.md section 5.2, the admission loop
 keeps at most B requests in flight, and --cpu-dry-run runs every arm process and reports against the floor."""
 
 import json
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-import bench
-from bench import decode_floor, model_shape, rollout
+from verl_recipes import bench
+from verl_recipes.bench import decode_floor, model_shape, rollout
 
 H100_COPY_BYTES_PER_S = 3.0e12
 H100_GEMM_FLOPS = 774e12
@@ -105,7 +105,7 @@ def test_engine_kwargs_are_vllm_engine_args():
 def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
     env = bench.child_env(OUT=str(tmp_path))
     completed = subprocess.run(
-        [sys.executable, "-m", "bench.rollout", "--cpu-dry-run"],
+        [sys.executable, "-m", "verl_recipes.bench.rollout", "--cpu-dry-run"],
         cwd=bench.REPO_ROOT,
         env=env,
         capture_output=True,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.planner import fsdp_memory
-from scripts.planner.model_shape import hf_total_params, model_shape
+from verl_recipes.planner import fsdp_memory
+from verl_recipes.planner.model_shape import hf_total_params, model_shape
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "tests" / "gpu" / "calibrate_fsdp.py"

@@ -1,4 +1,4 @@
-"""Recipes on a Ray cluster (scripts/cluster.py): a real two-node Ray cluster on this machine (CPU only, two
+"""Recipes on a Ray cluster (verl_recipes/cluster.py): a real two-node Ray cluster on this machine (CPU only, two
 `ray start` processes) runs a job through `submit`, whose first step checks every node with the code the job
 ships; plus the GPU preflight, the node check's findings and what the job carries, without Ray."""
 
@@ -19,13 +19,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scripts import catalog, cluster
-from scripts.catalog import REPO, RecipeError
-from scripts.compose import compose
-from scripts.launch import missing_packages, write_run_config
+from verl_recipes import catalog, cluster, entrypoints
+from verl_recipes.catalog import REPO, RecipeError
+from verl_recipes.check.preflight import cluster_gpu_problems, missing_packages, required_objects, required_packages
+from verl_recipes.check.preflight import node_plan, shared_paths
+from verl_recipes.compose import compose
+from verl_recipes.entrypoints import Pool
+from verl_recipes.launch import write_run_config
+from verl_recipes.runtime.node_check import node_problems
 
 QWEN = "qwen25-7b-grpo"
-CODE_INTERPRETER = "agents/config/code_interpreter.yaml"
+CODE_INTERPRETER = "verl_recipes/runtime/tools/code_interpreter.yaml"
 
 
 def _free_port() -> int:
@@ -112,8 +116,8 @@ def run_env(tmp_path, monkeypatch):
 
 def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monkeypatch, capsys):
     recipes = catalog.all_recipes()
-    expected = sorted({obj for r in recipes for obj in cluster.required_objects(compose(r))})
-    assert any(obj.startswith("rewards.") for obj in expected)
+    expected = sorted({obj for r in recipes for obj in required_objects(compose(r))})
+    assert any(obj.startswith("verl_recipes.runtime.rewards.") for obj in expected)
     # verl's ray.init forwards NCCL_ALGO too: the job must merge its runtime env with verl's, not clash
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     recipe = catalog.get(QWEN)
@@ -130,16 +134,19 @@ def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monk
     assert len(reports) == 2, out  # head and worker
     for report in reports.values():
         assert all(obj in report for obj in expected), report
-        assert f"composes {recipe.label};" in report, report
         shipped_from = report.split("code from ")[1]
         assert "runtime_resources/working_dir_files" in shipped_from and not shipped_from.startswith(str(REPO))
-    assert (run_dir / cluster.JOB / "rewards").is_dir() and (run_dir / cluster.JOB / cluster.CONFIG).is_file()
+    job = run_dir / cluster.JOB
+    assert (job / "verl_recipes/runtime/rewards").is_dir() and (job / cluster.CONFIG).is_file()
+    # the job ships the runtime part only: no launcher, no checks, no recipe tree
+    assert sorted(p.name for p in (job / "verl_recipes").iterdir()) == ["__init__.py", "runtime"]
+    assert not (job / "recipes").exists() and not (job / "configs").exists()
 
 
 def test_preflight_names_the_missing_gpus_of_a_live_cluster(ray_cluster):
     cfg = compose(catalog.get(QWEN))
     address = ray_cluster()
-    [error] = cluster.cluster_gpu_errors(address, cfg)
+    [error] = cluster.cluster_gpu_errors(address, cfg, catalog.get(QWEN))
     assert error.startswith(f"the recipe declares 1 node x 8 GPUs = 8 GPUs; the cluster at {address} has 0 (")
     with pytest.raises(RecipeError, match=r"only 2 of 3 nodes joined"):
         cluster.wait_for_nodes(address, 3, timeout_s=0)
@@ -155,6 +162,10 @@ def _node(ip: str, gpus: int) -> dict:
 
 
 EIGHT_BY_8 = [_node(f"10.0.0.{i}", 8) for i in range(1, 9)]
+
+
+def _pools(*pools) -> list[Pool]:
+    return [Pool(name, nodes, gpus, "keys") for name, nodes, gpus in pools]
 
 
 @pytest.mark.parametrize("pools, nodes, error", [
@@ -176,7 +187,7 @@ EIGHT_BY_8 = [_node(f"10.0.0.{i}", 8) for i in range(1, 9)]
      "the recipe declares 1 node x 8 GPUs = 8 GPUs; the cluster at ADDR has 0 (no alive node)"),
 ])
 def test_topology_errors_name_what_the_cluster_lacks(pools, nodes, error):
-    errors = cluster.topology_errors(pools, nodes, "ADDR")
+    errors = cluster_gpu_problems(_pools(*pools), nodes, "ADDR")
     if error is None:
         assert errors == []
     else:
@@ -192,7 +203,9 @@ def test_topology_errors_name_what_the_cluster_lacks(pools, nodes, error):
     ("qwen3-235b-a22b-grpo", "n32", [("trainer", 32, 8)]),
 ])
 def test_gpu_pools_of_real_recipes(name, variant, pools):
-    assert cluster.gpu_pools(compose(catalog.get(name, variant=variant))) == pools
+    recipe = catalog.get(name, variant=variant)
+    found = entrypoints.gpu_pools(compose(recipe), entrypoints.get(recipe.entrypoint))
+    assert [(p.name, p.nnodes, p.gpus_per_node) for p in found] == pools
 
 
 def test_job_config_ships_repo_paths_relative_and_keeps_shared_ones(run_env):
@@ -202,12 +215,12 @@ def test_job_config_ships_repo_paths_relative_and_keeps_shared_ones(run_env):
     shipped = cluster.job_config(cfg)
     assert shipped.actor_rollout_ref.rollout.multi_turn.tool_config_path == CODE_INTERPRETER
     assert shipped.data.train_files == cfg.data.train_files == str(run_env / "data/gsm8k_math/train.parquet")
-    assert cluster.required_objects(shipped) == ["rewards.math:compute_score",
-                                                 "agents.code_interpreter:CodeInterpreterTool"]
-    assert cluster.shared_paths(shipped, run_dir) == [str(run_dir), cfg.data.val_files, cfg.data.train_files]
+    assert required_objects(shipped) == ["verl_recipes.runtime.rewards.math:compute_score",
+                                                 "verl_recipes.runtime.tools.code_interpreter:CodeInterpreterTool"]
+    assert shared_paths(shipped, run_dir) == [str(run_dir), cfg.data.val_files, cfg.data.train_files]
     async_recipe = catalog.get(QWEN, variant="async")
     check, train = cluster.job_command(async_recipe, run_dir).split(" && ")
-    assert check == "python -m scripts.cluster check-nodes"
+    assert check == "python -m verl_recipes.runtime.node_check"
     assert shlex.split(train) == ["python", "-m", async_recipe.entrypoint, "--config-path=$PWD",
                                   "--config-name=config", f"hydra.run.dir={run_dir}"]
 
@@ -225,10 +238,9 @@ def test_job_env_forwards_cluster_settings_but_not_secrets_or_head_paths(run_env
 
 
 def test_a_big_file_in_a_shipped_folder_is_refused(tmp_path, monkeypatch):
-    for folder in cluster.RECIPE_TREE:
-        shutil.copytree(REPO / folder, tmp_path / "root" / folder)
-    monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path / "root"))
-    weights = tmp_path / "root/models/Qwen/Qwen2.5-7B-Instruct/model.safetensors"
+    shutil.copytree(REPO / "verl_recipes", tmp_path / "repo/verl_recipes")
+    monkeypatch.setattr(cluster, "REPO", tmp_path / "repo")
+    weights = tmp_path / "repo/verl_recipes/runtime/tools/model.safetensors"
     with open(weights, "wb") as f:
         f.truncate((cluster.MAX_SHIPPED_FILE_MB + 1) * 2**20)
     with pytest.raises(RecipeError, match=r"model.safetensors is 21 MiB: a cluster job copies"):
@@ -239,20 +251,18 @@ def test_node_check_names_every_problem_it_finds(tmp_path):
     cfg = compose(catalog.get(QWEN))
     present = tmp_path / "train.parquet"
     present.touch()
-    plan = {
-        "objects": ["rewards.math:compute_score", "rewards.math:no_such_function", "no_such_package.reward:f"],
-        "paths": [str(present), str(tmp_path / "not_shared/test.parquet")],
-        "recipe": "no-such-recipe",
-        "packages": True,
-    }
-    problems = cluster.node_problems(plan, cfg)
+    plan = node_plan(QWEN, cfg, tmp_path / "run", also_import=[
+        "verl_recipes.runtime.rewards.math:no_such_function", "no_such_package.reward:f"])
+    plan["paths"] = [str(present), str(tmp_path / "not_shared/test.parquet")]
+    plan["verl"] = "0.0.1"
+    problems = node_problems(plan)
     text = "\n".join(problems)
-    missing_here = missing_packages(cfg)  # this CPU machine lacks vllm (and maybe TransferQueue)
-    assert "rewards.math:no_such_function does not import (AttributeError" in text
+    missing_here = missing_packages(required_packages(cfg))  # this CPU machine lacks vllm (and maybe TransferQueue)
+    assert "verl_recipes.runtime.rewards.math:no_such_function does not import (AttributeError" in text
     assert "no_such_package.reward:f does not import (ModuleNotFoundError" in text
     assert f"{tmp_path / 'not_shared/test.parquet'} is not visible here" in text
-    assert "no recipe 'no-such-recipe'" in text
-    assert "rewards.math:compute_score " not in text and f"{present} " not in text
+    assert "the recipes are proven against verl 0.0.1" in text
+    assert "verl_recipes.runtime.rewards.math:compute_score " not in text and f"{present} " not in text
     assert all(missing in problems for missing in missing_here)
     assert len(problems) == 4 + len(missing_here)
 
@@ -262,8 +272,8 @@ def test_flash_attention_is_required_unless_the_config_runs_on_sdpa():
     from importlib.util import find_spec
 
     recipe = catalog.get("qwen25-7b-grpo")
-    default = missing_packages(compose(recipe))
-    tiny = missing_packages(compose(recipe, ["+configs/smoke=tiny_gpu"]))
+    default = missing_packages(required_packages(compose(recipe)))
+    tiny = missing_packages(required_packages(compose(recipe, ["+configs/smoke=tiny_gpu"])))
     needs_flash = any("'flash_attn'" in line and "attn_implementation=sdpa" in line for line in default)
     assert needs_flash == (find_spec("flash_attn") is None)
     assert not any("'flash_attn'" in line for line in tiny)

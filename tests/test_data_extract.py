@@ -5,12 +5,12 @@ from io import BytesIO
 import pytest
 from PIL import Image
 
-from scripts.data.common import BadRow
-from scripts.data.dapo_math import dapo_problem
-from scripts.data.images import checked_image, with_placeholders
-from scripts.data.prompts import DAPO_PREFIX, DAPO_SUFFIX
-from scripts.data.retool_sft import question, tool_turns
-from scripts.data.text import gsm8k_answer, last_boxed
+from verl_recipes.data.common import BadRow
+from verl_recipes.data.dapo_math import dapo_problem
+from verl_recipes.data.images import checked_image, with_placeholders
+from verl_recipes.data.prompts import DAPO_PREFIX, DAPO_SUFFIX
+from verl_recipes.data.retool_sft import question, tool_turns
+from verl_recipes.data.text import gsm8k_answer, last_boxed
 
 
 @pytest.mark.parametrize(

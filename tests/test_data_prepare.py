@@ -1,4 +1,4 @@
-"""End to end: `python -m scripts.data.prepare` on tiny local copies of each source, read back by verl 0.9.1."""
+"""End to end: `python -m verl_recipes.data.prepare` on tiny local copies of each source, read back by verl 0.9.1."""
 
 import json
 import os
@@ -15,8 +15,8 @@ import pytest
 from omegaconf import OmegaConf
 from PIL import Image
 
-from scripts.data import prepare
-from scripts.data.prompts import (
+from verl_recipes.data import prepare
+from verl_recipes.data.prompts import (
     CODE_INTERPRETER_TOOL,
     DAPO_PREFIX,
     DAPO_SUFFIX,
@@ -277,7 +277,7 @@ def test_argument_errors(argv, message, capsys, tmp_path):
 def test_cli_without_network_says_to_use_source(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-m", "scripts.data.prepare", "geo3k", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "verl_recipes.data.prepare", "geo3k", "--out", str(tmp_path / "out")],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""scripts.freeze_vision: the vision tower of Qwen2.5-VL / Qwen3-VL stays bit-identical through real training steps."""
+"""verl_recipes.runtime.freeze_vision: the vision tower of Qwen2.5-VL / Qwen3-VL stays bit-identical through real training steps."""
 
 import ast
 import importlib.util
@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from transformers import AutoModelForImageTextToText, Qwen2Config, Qwen2ForCausalLM
 
-import scripts.freeze_vision as freeze_vision
+import verl_recipes.runtime.freeze_vision as freeze_vision
 import verl
 from verl.workers.config import FSDPOptimizerConfig
 from verl.workers.config.optimizer import build_optimizer
@@ -138,9 +138,9 @@ def test_nothing_left_to_train_fails_loudly():
 @pytest.mark.parametrize(
     "external_lib, expected",
     [
-        ("scripts.freeze_vision", True),
-        (["rewards.other", "scripts.freeze_vision"], True),
-        (OmegaConf.create(["scripts.freeze_vision"]), True),
+        ("verl_recipes.runtime.freeze_vision", True),
+        (["verl_recipes.runtime.rewards.other", "verl_recipes.runtime.freeze_vision"], True),
+        (OmegaConf.create(["verl_recipes.runtime.freeze_vision"]), True),
         ("scripts.freeze", False),
         (["scripts.freeze_vision_extra"], False),
         (None, False),
@@ -162,7 +162,7 @@ def test_import_wraps_the_verl_symbols():
 
 
 def fake_engine(
-    external_lib="scripts.freeze_vision",
+    external_lib="verl_recipes.runtime.freeze_vision",
     forward_only=False,
     strategy="fsdp2",
     use_orig_params=False,
@@ -180,7 +180,7 @@ def fake_engine(
         ({}, True),
         ({"strategy": "fsdp", "use_orig_params": True}, True),
         ({"external_lib": None}, False),  # a critic or any engine that did not ask for the freeze
-        ({"external_lib": "rewards.other"}, False),
+        ({"external_lib": "verl_recipes.runtime.rewards.other"}, False),
         ({"forward_only": True}, False),  # the reference model builds no optimizer
     ],
 )

@@ -13,11 +13,12 @@ from functools import cache
 import pytest
 from omegaconf import OmegaConf
 
-from scripts import catalog
-from scripts.catalog import REPO
-from scripts.checks import own_files, unknown_and_ignored_keys
-from scripts.compose import compose, compose_verl_base, flatten
-from scripts.planner import hf_total_params, model_shape, plan
+from verl_recipes import catalog
+from verl_recipes.catalog import REPO
+from verl_recipes.check.keys import unknown_and_ignored_keys
+from verl_recipes.compose import own_files
+from verl_recipes.compose import compose, compose_verl_base, flatten
+from verl_recipes.planner import hf_total_params, model_shape, plan
 
 BIG = "qwen3-235b-a22b-grpo"
 STANDIN = "qwen3-30b-a3b-grpo"
@@ -201,7 +202,7 @@ def test_unset_expert_tensor_parallel_breaks_the_layout():
 
 
 def test_removed_grad_offload_is_refused_with_its_replacement():
-    from scripts.catalog import RecipeError
+    from verl_recipes.catalog import RecipeError
 
     with pytest.raises(RecipeError, match="removed in 0.9.1; use megatron.optimizer_offload"):
         compose(catalog.get(BIG), [f"{MEGATRON}.grad_offload=true"], naming=False)

@@ -1,4 +1,4 @@
-"""scripts.perf.collect_nsys on a fake Ray/verl profiling tree, and scripts.perf.nsys_summary on a
+"""verl_recipes.perf.collect_nsys on a fake Ray/verl profiling tree, and verl_recipes.perf.nsys_summary on a
 synthetic SQLite export built with the table and column names of `nsys export --type sqlite`."""
 
 import sqlite3
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.perf import collect_nsys, nsys_summary
+from verl_recipes.perf import collect_nsys, nsys_summary
 
 MS = 1_000_000  # ns
 

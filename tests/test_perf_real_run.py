@@ -11,7 +11,7 @@ REAL = REPO / "results/smoke/qwen25-7b-grpo-v1.tiny-h200.metrics.jsonl"
 
 def test_report_reads_a_real_run(tmp_path):
     png = tmp_path / "stages.png"
-    out = subprocess.run([sys.executable, "-m", "scripts.perf.report", str(REAL), "--png", str(png)], cwd=REPO,
+    out = subprocess.run([sys.executable, "-m", "verl_recipes.perf.report", str(REAL), "--png", str(png)], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     logged = json.loads(REAL.read_text().splitlines()[1])["data"]  # step 1, as verl logged it
     step1 = next(line for line in out.splitlines() if line.startswith("1 "))

@@ -1,12 +1,12 @@
-"""scripts.perf.report on the committed verl file-logger fixture, on rollout dumps, and on bad input."""
+"""verl_recipes.perf.report on the committed verl file-logger fixture, on rollout dumps, and on bad input."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from scripts.perf import report
-from scripts.perf.stages import step_stages
+from verl_recipes.perf import report
+from verl_recipes.perf.stages import step_stages
 
 FIXTURE = Path(__file__).parent / "fixtures" / "perf" / "metrics.jsonl"
 STAGE_KEYS = ["gen", "update_weights", "old_log_prob", "ref", "adv", "update_actor"]

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.planner import fsdp_breakdown, model_shape
-from scripts.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB
+from verl_recipes.planner import fsdp_breakdown, model_shape
+from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB
 
 MEASURED = json.loads((Path(__file__).resolve().parent.parent
                        / "results/planner/fsdp-calibration.qwen2.5-1.5b-h200.json").read_text())

@@ -3,13 +3,13 @@
 import pytest
 from test_planner_hf_configs import QWEN2_5_7B, QWEN2_5_VL_7B
 
-from scripts.planner import fsdp_memory
-from scripts.planner.fsdp_memory import (
+from verl_recipes.planner import fsdp_memory
+from verl_recipes.planner.fsdp_memory import (
     fsdp_activation_bytes_per_token,
     fsdp_breakdown,
     hf_layer_activation_bytes_per_token,
 )
-from scripts.planner.model_shape import hf_total_params, model_shape
+from verl_recipes.planner.model_shape import hf_total_params, model_shape
 
 QWEN7B = model_shape(QWEN2_5_7B)
 GIB = 2**30

@@ -3,15 +3,10 @@
 import pytest
 from test_planner_hf_configs import QWEN2_5_1_5B, QWEN2_5_7B, QWEN3_8B, QWEN3_30B_A3B, QWEN3_235B_A22B
 
-from scripts.planner.layout_rules import (
-    batch_errors,
-    fsdp_layout_errors,
-    megatron_layout_errors,
-    rollout_layout_errors,
-)
-from scripts.planner.megatron_memory import MegatronParallel as Parallel
-from scripts.planner.megatron_memory import Recompute
-from scripts.planner.model_shape import model_shape
+from verl_recipes.check.layout import fsdp_layout_errors, megatron_layout_errors, rollout_layout_errors
+from verl_recipes.planner.megatron_memory import MegatronParallel as Parallel
+from verl_recipes.planner.megatron_memory import Recompute
+from verl_recipes.planner.model_shape import model_shape
 
 QWEN1_5B = model_shape(QWEN2_5_1_5B)
 QWEN7B = model_shape(QWEN2_5_7B)
@@ -110,18 +105,6 @@ def test_fsdp_rule_broken(shape, world, fsdp_size, ulysses, rule):
 @pytest.mark.parametrize("world, fsdp_size, ulysses", [(8, -1, 1), (16, 8, 4), (8, 16, 2), (4, 4, 4)])
 def test_fsdp_valid_layouts(world, fsdp_size, ulysses):
     assert fsdp_layout_errors(QWEN7B, world, fsdp_size, ulysses) == []
-
-
-def test_token_budget_must_hold_the_longest_sequence():
-    (error,) = batch_errors(True, 8192, None, sp_size=1, max_seq_len=10240)
-    assert "[token budget holds the longest sequence]" in error and "ppo_max_token_len_per_gpu" in error
-    assert batch_errors(True, 8192, None, sp_size=2, max_seq_len=10240) == []  # budget × SP
-
-
-def test_fixed_micro_batches_need_a_size():
-    (error,) = batch_errors(False, 16384, None, sp_size=1, max_seq_len=4096)
-    assert "[fixed micro-batches need a size]" in error and "ppo_micro_batch_size_per_gpu" in error
-    assert batch_errors(False, 16384, 2, sp_size=1, max_seq_len=4096) == []
 
 
 @pytest.mark.parametrize(

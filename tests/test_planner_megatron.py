@@ -3,7 +3,7 @@
 import pytest
 from test_planner_hf_configs import QWEN2_5_1_5B, QWEN2_5_7B, QWEN3_30B_A3B
 
-from scripts.planner.megatron_memory import (
+from verl_recipes.planner.megatron_memory import (
     MegatronParallel,
     Recompute,
     layer_activations,
@@ -11,7 +11,7 @@ from scripts.planner.megatron_memory import (
     megatron_memory,
     microbatches_in_flight,
 )
-from scripts.planner.model_shape import model_shape
+from verl_recipes.planner.model_shape import model_shape
 
 QWEN7B = model_shape(QWEN2_5_7B)
 QWEN1_5B = model_shape(QWEN2_5_1_5B)

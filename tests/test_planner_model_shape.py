@@ -16,7 +16,7 @@ from test_planner_hf_configs import (
     QWEN3_VL_8B,
 )
 
-from scripts.planner.model_shape import hf_total_params, model_shape
+from verl_recipes.planner.model_shape import hf_total_params, model_shape
 
 
 def meta_model_params(hf_config: dict) -> tuple[int, int]:

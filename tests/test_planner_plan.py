@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_planner_hf_configs import QWEN2_5_7B, QWEN3_235B_A22B
 
-from scripts.planner import plan
+from verl_recipes.planner import plan
 
 VERL_CONFIG_DIR = os.path.join(os.path.dirname(verl.__file__), "trainer/config")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +173,7 @@ def run_cli(tmp_path: Path, overrides: list[str]) -> subprocess.CompletedProcess
     config_yaml.write_text(OmegaConf.to_yaml(composed(overrides)))
     (tmp_path / "config.json").write_text(json.dumps(QWEN2_5_7B))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, "-m", "scripts.planner", str(config_yaml), str(tmp_path), "--gpu-mem", "80"]
+    command = [sys.executable, "-m", "verl_recipes.planner", str(config_yaml), str(tmp_path), "--gpu-mem", "80"]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
 
 

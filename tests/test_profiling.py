@@ -1,5 +1,5 @@
-"""Profiling presets (configs/profiling/), the overrides of `make <recipe>-profile` (scripts.perf.profile_args)
-and the profiling preflight (scripts.perf.preflight), proven on qwen25-7b-grpo against the installed verl."""
+"""Profiling presets (configs/profiling/), the overrides of `make <recipe>-profile` (verl_recipes.perf.profile_args)
+and the profiling preflight (verl_recipes.check.preflight), proven on qwen25-7b-grpo against the installed verl."""
 
 import copy
 import os
@@ -11,12 +11,13 @@ import pytest
 import torch.profiler
 from omegaconf import OmegaConf, open_dict
 
-from scripts import catalog
-from scripts.checks import check
-from scripts.compose import compose, split_args
-from scripts.perf import preflight, profile_args
-from scripts.perf.preflight import profiling_preflight
-from scripts.perf.profile_args import CAPTURE_RANGE_END, PRESETS, nsys_capture_ranges
+from verl_recipes import catalog
+from verl_recipes.check.recipe import check
+from verl_recipes.compose import compose, split_args
+from verl_recipes.check import preflight
+from verl_recipes.perf import profile_args
+from verl_recipes.check.preflight import profiling_preflight
+from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, PRESETS, nsys_capture_ranges
 
 RECIPE = "qwen25-7b-grpo"
 ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "critic")

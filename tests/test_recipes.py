@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import catalog, recipe as cli
-from scripts.catalog import REPO
-from scripts.checks import check
-from scripts.compose import compose, flatten
+from verl_recipes import catalog, cli
+from verl_recipes.catalog import REPO
+from verl_recipes.check.recipe import check
+from verl_recipes.compose import compose, flatten
 
 QWEN = "qwen25-7b-grpo"
 
@@ -52,7 +52,7 @@ def test_show_holds_the_tuned_values():
     assert not arr.actor.fsdp_config.param_offload and not arr.actor.fsdp_config.optimizer_offload
     assert arr.rollout.gpu_memory_utilization >= 0.7 and arr.rollout.enforce_eager is False
     assert arr.rollout.tensor_model_parallel_size == 1 and arr.rollout.enable_chunked_prefill
-    assert cfg.reward.custom_reward_function.path == "pkg://rewards.math"
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_recipes.runtime.rewards.math"
     assert cfg.trainer.experiment_name == "qwen25-7b-grpo-v1"
     assert cfg.trainer.default_local_dir.endswith("runs/qwen25-7b-grpo-v1/checkpoints")
 
@@ -80,7 +80,7 @@ def test_make_show_prints_the_composed_config():
     ("actor_rollout_ref.actor.freeze_vision_tower=true", "configs/vision/frozen"),  # the 0.9.1 no-op
     ("actor_rollout_ref.actor.megatron.grad_offload=true", "removed in 0.9.1"),
     ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000", "smaller than the longest sequence"),
-    ("reward.custom_reward_function.path=pkg://rewards.no_such_reward", "does not import"),
+    ("reward.custom_reward_function.path=pkg://verl_recipes.runtime.rewards.no_such_reward", "does not import"),
     ("data.train_files=/nonexistent/train.parquet", "'data.train_files' = /nonexistent/train.parquet: not found"),
     ("actor_rollout_ref.model.path=org/unknown-model", "add models/org/unknown-model/config.json"),
 ])
@@ -107,7 +107,7 @@ def test_a_typo_inside_a_fragment_names_the_key_and_the_file(scratch_root):
 
 def test_a_legacy_reward_key_in_a_fragment_is_rejected(scratch_root):
     path = scratch_root / "configs" / "reward" / "math.yaml"
-    _edit_yaml(path, lambda d: d.update(custom_reward_function={"path": "pkg://rewards.math", "name": "compute_score"}))
+    _edit_yaml(path, lambda d: d.update(custom_reward_function={"path": "pkg://verl_recipes.runtime.rewards.math", "name": "compute_score"}))
     errors = check(catalog.get(QWEN))
     assert any("configs/reward/math.yaml: 'custom_reward_function.path' is accepted but ignored" in e for e in errors)
 
@@ -156,7 +156,7 @@ def test_unknown_recipe_version_and_variant_say_what_exists():
 def test_launch_without_gpus_stops_at_once_before_any_download(tmp_path):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "RL_DATA_DIR": str(tmp_path / "data"), "RL_RUNS_DIR": str(tmp_path / "runs"),
            "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "scripts.recipe", "run", QWEN], cwd=REPO, env=env,
+    result = subprocess.run([sys.executable, "-m", "verl_recipes.cli", "run", QWEN], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "no NVIDIA GPU on this machine" in result.stderr and "make qwen25-7b-grpo-check" in result.stderr
@@ -166,7 +166,7 @@ def test_launch_without_gpus_stops_at_once_before_any_download(tmp_path):
 
 def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch):
     """What the launcher hands verl: its own main_ppo loads the file (Hydra --cfg job prints it without running)."""
-    from scripts.launch import verl_command, write_run_config
+    from verl_recipes.launch import verl_command, write_run_config
 
     monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path))
     recipe = catalog.get(QWEN)
@@ -181,7 +181,7 @@ def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch)
 
 def test_a_relative_data_dir_names_the_same_files_for_the_recipe_and_data_prep(monkeypatch, tmp_path):
     """RL_DATA_DIR=data (relative) must not make the recipe's data look unproduced."""
-    from scripts.data.prepare import outputs
+    from verl_recipes.data.prepare import outputs
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RL_DATA_DIR", "reldata")

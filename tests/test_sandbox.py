@@ -1,4 +1,4 @@
-"""The local sandbox's contract (agents/sandbox.py): results, limits, modes and concurrency.
+"""The local sandbox's contract (verl_recipes/runtime/tools/sandbox.py): results, limits, modes and concurrency.
 Hostile code is in tests/test_sandbox_security.py."""
 
 import asyncio
@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from agents.sandbox import (
+from verl_recipes.runtime.tools.sandbox import (
     NAMESPACE_HELP,
     LocalSandbox,
     NamespacesUnavailableError,
@@ -21,7 +21,7 @@ from agents.sandbox import (
     SandboxResult,
     SandboxUnavailableError,
 )
-from agents.sandbox_child import NAMESPACE_ERROR
+from verl_recipes.runtime.tools.sandbox_child import NAMESPACE_ERROR
 
 LIMITS = SandboxLimits(wall_time_s=3.0, cpu_time_s=2, memory_mb=256, max_output_bytes=4096, max_disk_mb=8)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -212,11 +212,11 @@ def _world_readable(path):
     reason="needs root, setpriv and a system python to start an unprivileged trainer",
 )
 def test_unprivileged_trainer_gets_a_user_namespace():
-    if not _world_readable(os.path.join(REPO, "agents")) or os.path.realpath("/usr/bin/python3") == sys.executable:
+    if not _world_readable(os.path.join(REPO, "verl_recipes")) or os.path.realpath("/usr/bin/python3") == sys.executable:
         pytest.skip("the repo or a separate system python is not reachable by an unprivileged user")
     script = (
         f"import sys; sys.path.insert(0, {REPO!r})\n"
-        "from agents.sandbox import LocalSandbox, SandboxLimits\n"
+        "from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits\n"
         "r = LocalSandbox(SandboxLimits(wall_time_s=2, cpu_time_s=1), site_packages=False).run(\n"
         "    'import os; print(os.getuid(), os.getpid(), sorted(os.listdir(\".\")))')\n"
         "print(r.status, r.stdout, r.stderr)"

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts import catalog
-from scripts.smoke import gates
-from scripts.smoke.run import dry_run
+from verl_recipes import catalog, entrypoints
+from verl_recipes.check import gates
+from verl_recipes.smoke.run import dry_run
 
 REPO = Path(__file__).resolve().parent.parent
 REAL = REPO / "results/smoke/qwen25-7b-grpo-v1.tiny-h200.metrics.jsonl"
@@ -69,6 +69,6 @@ def test_the_fully_async_run_passes_with_its_one_step_metrics_lag():
     steps = gates.read_metrics(REPO / "results/smoke/qwen25-7b-grpo-v1-async.tiny-2xh200.metrics.jsonl")
     async_gates = gates.load_gates(CHECKS, tiny=True, variant="async")
     assert "timing_s/old_log_prob" not in async_gates["present"]  # old log-probs come from the rollout
-    assert gates.evaluate(steps, 2, async_gates, lag=gates.TRAINING_METRICS_LAG[catalog.get(
-        "qwen25-7b-grpo", variant="async").entrypoint]) == []
+    assert gates.evaluate(steps, 2, async_gates, lag=entrypoints.get(catalog.get(
+        "qwen25-7b-grpo", variant="async").entrypoint).metrics_lag) == []
     assert any("step 1: metric 'actor/grad_norm' is missing" in f for f in gates.evaluate(steps, 2, async_gates))

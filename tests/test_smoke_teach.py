@@ -1,4 +1,4 @@
-"""Tiny agent models are taught their recipe's tool call (scripts/smoke/teach.py), so a one-GPU smoke executes tools:
+"""Tiny agent models are taught their recipe's tool call (verl_recipes/smoke/teach.py), so a one-GPU smoke executes tools:
 the taught model's sampled first turns parse into the call with verl 0.9.1's own hermes parser."""
 
 import asyncio
@@ -11,11 +11,11 @@ import pytest
 import torch
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
-from scripts import catalog
-from scripts.compose import compose
-from scripts.smoke import teach, tiny, tiny_vl
-from scripts.smoke.run import overlay_args
-from scripts.smoke.tokenizer import tool_schemas
+from verl_recipes import catalog
+from verl_recipes.compose import compose
+from verl_recipes.smoke import teach, tiny, tiny_vl
+from verl_recipes.smoke.run import overlay_args
+from verl_recipes.smoke.tokenizer import tool_schemas
 
 REPO = Path(__file__).resolve().parent.parent
 RETOOL = catalog.get("retool-qwen25-7b")
@@ -42,7 +42,7 @@ def _sample(folder: Path, ids: list[int], seed: int) -> list[int]:
 def test_taught_model_writes_the_cards_call_that_verl_parses(taught_retool):
     folder = taught_retool / "model"
     rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/aime2024.parquet").to_dict("records")[:8]
-    examples = teach.Examples(folder, rows, tool_schemas(REPO / "agents/config/code_interpreter.yaml"),
+    examples = teach.Examples(folder, rows, tool_schemas(REPO / "verl_recipes/runtime/tools/code_interpreter.yaml"),
                               RETOOL.card_value("tiny_tool_call"))
     parser = ToolParser.get_tool_parser("hermes", examples.tok)
     calls, answers = 0, 0
@@ -61,7 +61,7 @@ def test_agent_prompts_with_their_tool_schemas_fit_the_tiny_budget(taught_retool
     for recipe, folder, rows, tool in [(RETOOL, taught_retool / "model", retool_rows, "code_interpreter"),
                                        (DEEPEYES, vl_folder, deepeyes_rows, "image_zoom")]:
         cfg = compose(recipe, overlay_args(recipe, True, str(folder)))
-        examples = teach.Examples(folder, rows, tool_schemas(REPO / f"agents/config/{tool}.yaml"),
+        examples = teach.Examples(folder, rows, tool_schemas(REPO / f"verl_recipes/runtime/tools/{tool}.yaml"),
                                   recipe.card_value("tiny_tool_call"))
         lengths = [len(examples.prompt(row, False)[0]) for row in rows]
         assert max(lengths) <= cfg.data.max_prompt_length, (recipe.label, lengths)
@@ -75,6 +75,6 @@ def test_deepeyes_tiny_rows_have_the_prepared_layout():
 
 
 def test_a_call_to_a_tool_the_recipe_lacks_is_refused(tmp_path):
-    schemas = tool_schemas(REPO / "agents/config/code_interpreter.yaml")
+    schemas = tool_schemas(REPO / "verl_recipes/runtime/tools/code_interpreter.yaml")
     with pytest.raises(ValueError, match="tiny_tool_call names tool 'python'; the recipe's tools are"):
         teach.teach(tmp_path, [], schemas, {"name": "python", "arguments": {}})

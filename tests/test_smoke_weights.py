@@ -1,4 +1,4 @@
-"""Weight gates: the last step's saved weights against the initial model (scripts/smoke/weights.py), and the smoke
+"""Weight gates: the last step's saved weights against the initial model (verl_recipes/check/weights.py), and the smoke
 arguments that make verl save them."""
 
 import json
@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from scripts import catalog
-from scripts.smoke import weights
-from scripts.smoke.run import overlay_args, smoke_args
+from verl_recipes import catalog
+from verl_recipes.check import weights
+from verl_recipes.smoke.run import overlay_args, smoke_args
 
 REPO = Path(__file__).resolve().parent.parent
 

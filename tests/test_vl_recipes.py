@@ -9,11 +9,11 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from rewards.geo3k import compute_score
-from scripts import catalog
-from scripts.compose import compose, flatten
-from scripts.open_dict_rules import check as open_dict_errors
-from scripts.smoke import tiny_vl
+from verl_recipes.runtime.rewards.geo3k import compute_score
+from verl_recipes import catalog
+from verl_recipes.compose import compose, flatten
+from verl_recipes.check.passthrough import check as open_dict_errors
+from verl_recipes.smoke import tiny_vl
 
 DAPO = "qwen25-vl-7b-geo3k-dapo"
 QWEN3 = "qwen3-vl-8b-geo3k-dapo"
@@ -52,9 +52,9 @@ def test_dapo_recipe_holds_the_dapo_objective_frozen_vision_and_image_limits(spe
     assert (cfg.reward.reward_manager.name, reward_kwargs.overlong_buffer_cfg.enable) == ("dapo", True)
     assert reward_kwargs.max_resp_len == cfg.data.max_response_length
     assert 0 < reward_kwargs.overlong_buffer_cfg.len < reward_kwargs.max_resp_len
-    assert cfg.reward.custom_reward_function.path == "pkg://rewards.geo3k"
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_recipes.runtime.rewards.geo3k"
     # the freeze that works (the 0.9.1 key stays at its default: make check rejects it)
-    assert (cfg.actor_rollout_ref.model.external_lib, actor.strategy) == ("scripts.freeze_vision", "fsdp2")
+    assert (cfg.actor_rollout_ref.model.external_lib, actor.strategy) == ("verl_recipes.runtime.freeze_vision", "fsdp2")
     assert actor.freeze_vision_tower is False
     # one image per prompt, one pixel budget for verl's processor and vLLM
     assert rollout.limit_images == 1
@@ -223,7 +223,7 @@ def test_tiny_rows_fit_the_tiny_smoke_prompt_length(tiny_models):
 
 def test_pixel_budget_caps_image_tokens_only_as_a_pair(tiny_models):
     """The fragment's budget bounds a large diagram to 512 Qwen2.5-VL tokens; a lone max_pixels does nothing in
-    transformers (while vLLM would apply it), which is why scripts.open_dict_rules wants both bounds."""
+    transformers (while vLLM would apply it), which is why verl_recipes.check.passthrough wants both bounds."""
     budget = dict(composed(DAPO).data.mm_processor_kwargs)
     image_processor = _image_processor(tiny_models["qwen2_5_vl"])
     large = Image.new("RGB", (1200, 900), "white")
@@ -239,7 +239,7 @@ def test_pixel_budget_caps_image_tokens_only_as_a_pair(tiny_models):
 @pytest.mark.parametrize("name", ["qwen25-vl-7b-geo3k-dapo", "qwen3-vl-8b-geo3k-dapo", "deepeyes-qwen25-vl-7b"])
 def test_fused_kernels_are_refused_for_vl_models_on_fsdp2(name):
     """verl 0.9.1 crashes in compute_log_prob with them (found by the deepeyes tiny smoke on an H200)."""
-    from scripts.checks import check
+    from verl_recipes.check.recipe import check
 
     errors = check(catalog.get(name), ["actor_rollout_ref.model.use_fused_kernels=true"])
     assert any("use_fused_kernels' = true fails for a vision-language model on FSDP2" in e for e in errors), errors

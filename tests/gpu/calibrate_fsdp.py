@@ -1,4 +1,4 @@
-"""Calibrate the planner's FSDP memory estimate (scripts/planner/fsdp_memory.py) against a measured GPU peak.
+"""Calibrate the planner's FSDP memory estimate (verl_recipes/planner/fsdp_memory.py) against a measured GPU peak.
 
 A random-init Qwen2.5-shaped model goes through verl 0.9.1's real FSDP2 engine on one GPU without Ray (the
 path of tests/gpu/freeze_vision_check.py: EngineRegistry.new, engine.train_batch with verl's ppo_loss, world
@@ -46,13 +46,13 @@ from unittest import mock
 import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)  # scripts.planner
+sys.path.insert(0, REPO_ROOT)  # verl_recipes.planner
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared engine path of the freeze check
 
 from freeze_vision_check import build_actor_engine, use_cpu_platform
 
-from scripts.planner import fsdp_memory
-from scripts.planner.model_shape import (
+from verl_recipes.planner import fsdp_memory
+from verl_recipes.planner.model_shape import (
     ModelShape,
     attention_params,
     embedding_params,

@@ -1,4 +1,4 @@
-"""Check on one GPU that scripts.freeze_vision really freezes the vision tower inside verl 0.9.1's FSDP engine.
+"""Check on one GPU that verl_recipes.runtime.freeze_vision really freezes the vision tower inside verl 0.9.1's FSDP engine.
 
 It follows ActorRolloutRefWorker.init_model and update_actor without Ray: compose verl's ppo_trainer.yaml
 with the keys a recipe sets, build HFModelConfig from it (which imports the hook through
@@ -29,10 +29,10 @@ import numpy as np
 import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)  # so verl's import of scripts.freeze_vision, and ours below, find this repo
+sys.path.insert(0, REPO_ROOT)  # so verl's import of verl_recipes.runtime.freeze_vision, and ours below, find this repo
 
-from scripts.verl_cpu import use_cpu_platform  # noqa: E402
-HOOK_MODULE = "scripts.freeze_vision"
+from verl_recipes.verl_cpu import use_cpu_platform  # noqa: E402
+HOOK_MODULE = "verl_recipes.runtime.freeze_vision"
 IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 100, 101, 102, 103
 VOCAB_SIZE = 512
 # tiny: seconds on CPU. medium: a vision tower big enough (~165M params) that its grads and AdamW state show

@@ -9,7 +9,7 @@ status=0
 while [ $# -ge 2 ]; do
   recipe=$1 tiny=$2; shift 2
   variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
-  python3 -m scripts.recipe smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" || status=1
+  python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" || status=1
   if [ -n "${OUT:-}" ]; then
     run=$(ls -td "$RL_RUNS_DIR"/*-smoke/*/ 2>/dev/null | head -1)
     name=${recipe//[:\/]/_}

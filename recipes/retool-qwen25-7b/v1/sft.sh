@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ReTool cold start: supervised fine-tuning of Qwen2.5-7B-Instruct on ReTool-SFT's code-interpreter transcripts
-# (scripts/data retool_sft: messages + tools, the same user turn and tool schema the RL stage uses), on one node of
+# (verl_recipes/data retool_sft: messages + tools, the same user turn and tool schema the RL stage uses), on one node of
 # 8 GPUs with verl 0.9.1's own SFT trainer and config (verl/trainer/config/sft_trainer_engine.yaml), following
 # verl-recipe's retool/run_qwen2_7b_sft.sh (max length 16384, 32 conversations per step, 6 epochs; its
 # fsdp_sft_trainer is gone from 0.9.1). Every override below is composed against the installed verl by
@@ -64,7 +64,7 @@ if [[ -n "${SFT_PRINT_OVERRIDES:-}" ]]; then
 fi
 
 if [[ ! -f "$DATA" ]]; then
-  (cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m scripts.data.prepare retool_sft)
+  (cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m verl_recipes.data.prepare retool_sft)
 fi
 mkdir -p "$RUN"
 VERL_FILE_LOGGER_PATH="$RUN/metrics.jsonl" "$PYTHON" -m torch.distributed.run --standalone --nnodes=1 \

@@ -1,1 +1,0 @@
-"""Data preparation: `python -m scripts.data.prepare DATASET` writes verl parquet files (see README.md here)."""

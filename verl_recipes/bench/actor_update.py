@@ -1,0 +1,378 @@
+"""Actor update: verl 0.9.1's defaults vs our batching settings, side by side, against the GEMM roof.
+
+One long-tail GRPO mini-batch (verl_recipes.bench.lengths) goes through verl's own actor (verl_recipes.bench.verl_actor: TrainingWorker,
+FSDP2 engine, ppo_loss, AdamW) on a random-init Qwen2.5-1.5B-shaped model, in three arms:
+  padded        use_remove_padding=False, micro_batch_size_per_gpu fixed (rows padded to the micro-batch max)
+  verl_default  use_remove_padding=True (verl 0.9.1's default), the same fixed micro-batches
+  ours          packing + use_dynamic_bsz with ppo_max_token_len_per_gpu = 8 x (max prompt + max response)
+                (configs/batching/packed_dynamic.yaml) + use_fused_kernels (configs/kernels/fused.yaml)
+and a roofline proxy: fwd+bwd of ONE packed micro-batch filled to the same token budget, no optimizer step.
+Attention is verl_recipes.bench.varlen_attention (torch varlen kernel; flash-attn is not installed); the packed arms are
+checked to have reached attention as one unpadded row per micro-batch.
+
+Each arm: one warm-up step (its loss must agree across arms: same weights, same data), then --steps timed
+steps while the time budget lasts. Reports valid tokens/s, verl's MFU (its own metric: FlopsCounter on the
+valid lengths over its train_batch timer, the device's datasheet peak), the fraction of the measured GEMM
+roof, peak memory, computed/valid tokens and micro-batches; prints a table last; writes
+$OUT/actor_update.json.
+
+    python -m verl_recipes.bench.actor_update                 # on the GPU machine (kit on PYTHONPATH), ~4 minutes
+    python -m verl_recipes.bench.actor_update --cpu-dry-run   # tiny model on the CPU, same code path, < 1 minute
+"""
+
+import argparse
+import gc
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+from verl_recipes.bench import ceilings, lengths, model_shape, report, varlen_attention, verl_actor
+
+ARMS = ("padded", "verl_default", "ours")
+GOALS = {  # name: (numerator, denominator, target)
+    "ours / verl_default, valid tokens/s": ("ours", "verl_default", 1.5),
+    "ours / padded, valid tokens/s": ("ours", "padded", 2.5),
+    "ours MFU / packed-roofline proxy MFU": ("ours", "proxy", 0.85),
+}
+
+
+def arm_overrides(arm: str, num_seqs: int, micro_batch_size: int, token_budget: int) -> list[str]:
+    """verl 0.9.1 keys, as a recipe would set them."""
+    common = [
+        "+actor_rollout_ref.model.override_config.attn_implementation=" + varlen_attention.NAME,
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={num_seqs}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro_batch_size}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro_batch_size}",
+    ]
+    fixed = ["actor_rollout_ref.actor.use_dynamic_bsz=False", "actor_rollout_ref.model.use_fused_kernels=False"]
+    if arm == "padded":
+        return common + fixed + ["actor_rollout_ref.model.use_remove_padding=False"]
+    if arm == "verl_default":
+        return common + fixed + ["actor_rollout_ref.model.use_remove_padding=True"]
+    if arm == "ours":
+        return common + [
+            "actor_rollout_ref.model.use_remove_padding=True",
+            "actor_rollout_ref.actor.use_dynamic_bsz=True",
+            f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={token_budget}",
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+            f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={2 * token_budget}",
+            "actor_rollout_ref.model.use_fused_kernels=True",
+        ]
+    raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+
+
+class TokenCounter:
+    """Counts what enters the model: one embedding call per micro-batch, rows x columns tokens each."""
+
+    def __init__(self, model):
+        self.micro_batches = 0
+        self.tokens = 0
+        self.handle = model.get_input_embeddings().register_forward_pre_hook(self._count)
+
+    def _count(self, module, args):
+        self.micro_batches += 1
+        self.tokens += args[0].numel()
+
+
+def sync(on_gpu: bool) -> None:
+    if on_gpu:
+        torch.cuda.synchronize()
+
+
+def packed_run_stayed_packed() -> bool:
+    log = varlen_attention.LOG
+    return log.calls > 0 and log.padded_calls == 0 and log.max_rows == 1 and log.tokens_in == log.tokens_attended
+
+
+def timed_step(worker, batch_lengths, vocab_size, on_gpu) -> dict:
+    """One verl update_actor mini-batch; what verl reports plus what entered the model and attention."""
+    data = verl_actor.ppo_mini_batch(batch_lengths.prompts, batch_lengths.responses, vocab_size)
+    counter = TokenCounter(worker.engine.module)
+    varlen_attention.LOG.reset()
+    sync(on_gpu)
+    start = time.perf_counter()
+    output = worker.train_mini_batch(data)
+    sync(on_gpu)
+    seconds = time.perf_counter() - start
+    counter.handle.remove()
+    metrics = output["metrics"]
+    return {
+        "seconds": seconds,
+        "verl_mfu": float(np.mean(metrics["mfu"])),
+        "loss": float(np.mean(metrics["loss"])),
+        "grad_norm": float(np.mean(metrics["grad_norm"])),
+        "micro_batches": counter.micro_batches,
+        "computed_tokens": counter.tokens,
+        "stayed_packed": packed_run_stayed_packed(),
+        "padded_attention_calls": varlen_attention.LOG.padded_calls,
+    }
+
+
+def run_proxy(worker, batch_lengths, vocab_size, repeats, on_gpu) -> dict:
+    """fwd+bwd of one packed micro-batch at the token budget through the same engine, no optimizer or dispatch."""
+    from verl.utils import tensordict_utils as tu
+
+    data = verl_actor.ppo_mini_batch(batch_lengths.prompts, batch_lengths.responses, vocab_size, seed=1)
+    tokens = int(batch_lengths.totals.sum())
+    tu.assign_non_tensor(
+        data,
+        use_remove_padding=True,
+        use_dynamic_bsz=True,
+        max_token_len_per_gpu=tokens,
+        micro_batch_size_per_gpu=len(batch_lengths.prompts),
+        use_fused_kernels=worker.engine_config.use_fused_kernels,
+    )
+    engine = worker.engine
+    times = []
+    with engine.train_mode():
+        for _ in range(repeats + 1):  # the first is warm-up
+            varlen_attention.LOG.reset()
+            sync(on_gpu)
+            start = time.perf_counter()
+            engine.forward_backward_batch(data, loss_function=worker.loss_fn)
+            sync(on_gpu)
+            times.append(time.perf_counter() - start)
+            engine.optimizer_zero_grad()
+    seconds = float(np.median(times[1:]))
+    achieved_tflops, peak_tflops = worker.flops_counter.estimate_flops(batch_lengths.totals.tolist(), seconds)
+    return {
+        "tokens": tokens,
+        "sequences": len(batch_lengths.prompts),
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "achieved_tflops": achieved_tflops,
+        "verl_mfu": achieved_tflops / peak_tflops,
+        "stayed_packed": packed_run_stayed_packed(),
+    }
+
+
+def proxy_lengths(token_budget: int, max_response: int, min_prompt: int, max_prompt: int, median: float):
+    """Sequences from the same distribution, the last one cut so that they fill the budget exactly."""
+    pool = lengths.sample(token_budget // min_prompt + 1, max_response, min_prompt, max_prompt, median, seed=1)
+    count = int(np.searchsorted(np.cumsum(pool.totals), token_budget)) + 1
+    prompts, responses = pool.prompts[:count].copy(), pool.responses[:count].copy()
+    remaining = token_budget - int(pool.totals[: count - 1].sum())  # room left for the last sequence, >= 1
+    if remaining == 1:  # one token: give it to the previous response
+        prompts, responses = prompts[:-1], responses[:-1]
+        responses[-1] += 1
+    else:
+        prompts[-1] = min(prompts[-1], remaining - 1)
+        responses[-1] = remaining - prompts[-1]
+    return lengths.Lengths(prompts=prompts, responses=responses)
+
+
+def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -> tuple[dict, object]:
+    """Build the arm's actor from the saved weights, warm it up, time it; returns its result and its worker."""
+    if on_gpu:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    memory_before = torch.cuda.memory_allocated() / 2**30 if on_gpu else None
+    overrides = arm_overrides(arm, args.num_seqs, args.micro_batch_size, args.token_budget)
+    build_start = time.perf_counter()
+    worker = verl_actor.build_worker(verl_actor.compose(model_path, overrides))
+    build_seconds = time.perf_counter() - build_start
+    warmup = timed_step(worker, batch_lengths, vocab_size, on_gpu)
+    steps = [timed_step(worker, batch_lengths, vocab_size, on_gpu)]
+    while len(steps) < args.steps and time.perf_counter() - started < args.time_budget_s:
+        steps.append(timed_step(worker, batch_lengths, vocab_size, on_gpu))
+
+    seconds = [step["seconds"] for step in steps]
+    valid_tokens = int(batch_lengths.totals.sum())
+    median_seconds = float(np.median(seconds))
+    achieved_tflops, _ = worker.flops_counter.estimate_flops(batch_lengths.totals.tolist(), median_seconds)
+    result = {
+        "overrides": overrides,
+        "build_seconds": round(build_seconds, 1),
+        "warmup_seconds": warmup["seconds"],
+        "warmup_loss": warmup["loss"],
+        "seconds": median_seconds,
+        "step_seconds": seconds,
+        "step_seconds_spread": (max(seconds) - min(seconds)) / median_seconds,
+        "tokens_per_s": valid_tokens / median_seconds,
+        "verl_mfu": float(np.median([step["verl_mfu"] for step in steps])),
+        "achieved_tflops": achieved_tflops,
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
+        "memory_before_gib": memory_before,
+        "micro_batches": steps[0]["micro_batches"],
+        "computed_tokens": steps[0]["computed_tokens"],
+        "computed_over_valid": steps[0]["computed_tokens"] / valid_tokens,
+        "stayed_packed": all(step["stayed_packed"] for step in steps),
+        "padded_attention_calls": steps[0]["padded_attention_calls"],
+        "grad_norm": steps[0]["grad_norm"],
+    }
+    return result, worker
+
+
+def release_arm(original_forward, on_gpu: bool) -> None:
+    """After the arm's worker is dropped: free its memory and undo use_fused_kernels' patch of the model class."""
+    from transformers import Qwen2ForCausalLM
+
+    Qwen2ForCausalLM.forward = original_forward
+    gc.collect()
+    if on_gpu:
+        torch.cuda.empty_cache()
+
+
+def goals(arms: dict, proxy: dict) -> dict:
+    values = {name: arm["tokens_per_s"] for name, arm in arms.items()}
+    mfus = {name: arm["verl_mfu"] for name, arm in arms.items()}
+    results = {}
+    for goal, (numerator, denominator, target) in GOALS.items():
+        if numerator not in arms or (denominator not in arms and denominator != "proxy"):
+            continue
+        if denominator == "proxy":
+            value = mfus[numerator] / proxy["verl_mfu"] if proxy else None
+        else:
+            value = values[numerator] / values[denominator]
+        results[goal] = {"value": value, "target": target, "held": bool(value is not None and value >= target)}
+    return results
+
+
+def checks(arms: dict, proxy: dict | None) -> dict:
+    """Correctness guards: every arm computes the same loss on the same first step; packed arms stay packed."""
+    losses = [arm["warmup_loss"] for arm in arms.values()]
+    spread = float((max(losses) - min(losses)) / max(abs(np.mean(losses)), 1e-12))
+    packed = [name for name in arms if name != "padded"]
+    return {
+        "warmup_loss_relative_spread": spread,
+        "losses_agree": bool(spread < 2e-2),
+        "packed_arms_stayed_packed": all(arms[name]["stayed_packed"] for name in packed)
+        and (proxy is None or proxy["stayed_packed"]),
+        "padded_arm_saw_padding": arms["padded"]["padded_attention_calls"] > 0 if "padded" in arms else None,
+    }
+
+
+def print_tables(payload: dict) -> None:
+    rows = [dict(arm=name, **arm) for name, arm in payload["arms"].items()]
+    if payload["proxy"]:
+        rows.append(dict(arm="proxy (1 micro-batch)", micro_batches=1, computed_over_valid=1.0, **payload["proxy"]))
+    gemm = payload["ceilings"]["gemm_tflops"]
+    for row in rows:
+        row["gemm_roof"] = row["achieved_tflops"] / gemm if gemm else None
+    print(f"\nactor update on {payload['hardware']}, {payload['model']['shape']}, lengths {payload['lengths']}")
+    settings = payload["settings"]
+    print(
+        f"token budget {settings['token_budget']}, micro-batch size {settings['micro_batch_size']}, "
+        f"GEMM roof {gemm} TFLOP/s, attention {payload['attention']['backend']}; checks {payload['checks']}"
+    )
+    columns = [
+        ("arm", "arm"),
+        ("tokens_per_s", "valid tok/s"),
+        ("verl_mfu", "verl MFU"),
+        ("gemm_roof", "of GEMM roof"),
+        ("peak_memory_gib", "peak GiB"),
+        ("computed_over_valid", "computed/valid"),
+        ("micro_batches", "micro-batches"),
+        ("seconds", "step s"),
+    ]
+    print(report.table(rows, columns))
+    goal_rows = [dict(goal=name, **goal) for name, goal in payload["goals"].items()]
+    print(report.table(goal_rows, [("goal", "goal"), ("value", "value"), ("target", "target"), ("held", "held")]))
+
+
+def checked_attention(device: torch.device) -> dict:
+    """torch_varlen against float64 attention before any arm runs; if torch's varlen kernel fails the check,
+    the run goes on with SDPA per sequence (still unpadded, slower) and the report says so."""
+    result = {"attn_implementation": varlen_attention.NAME, "varlen_kernel_failure": None}
+    try:
+        result["check_relative_error"] = varlen_attention.check(device)
+    except Exception as failure:  # noqa: BLE001 - any failure of the kernel means: do not use it
+        if varlen_attention.backend(device) == "sdpa per sequence":
+            raise
+        print(f"torch varlen_attn failed its check ({failure!r}); using SDPA per sequence", flush=True)
+        varlen_attention.use_varlen_kernel = False
+        result["varlen_kernel_failure"] = repr(failure)
+        result["check_relative_error"] = varlen_attention.check(device)
+    result["backend"] = varlen_attention.backend(device)
+    varlen_attention.LOG.reset()
+    return result
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu-dry-run", action="store_true", help="tiny model on the CPU (gloo), same code path")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {ARMS}")
+    parser.add_argument("--num-seqs", type=int, help="sequences in the mini-batch (default 128; dry run 4)")
+    parser.add_argument("--max-response", type=int, help="response clip (default 4096; dry run 32)")
+    parser.add_argument("--micro-batch-size", type=int, default=2, help="fixed micro-batch of the padded/default arms")
+    parser.add_argument("--budget-multiple", type=int, default=8, help="token budget = N x (max prompt + response)")
+    parser.add_argument("--steps", type=int, help="timed steps per arm after one warm-up step (default 2; dry run 1)")
+    parser.add_argument("--proxy-repeats", type=int, help="timed proxy runs after one warm-up (default 3; dry run 1)")
+    parser.add_argument("--time-budget-s", type=float, default=270, help="no extra timed steps after this")
+    args = parser.parse_args(argv)
+    args.arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
+    unknown = sorted(set(args.arms) - set(ARMS))
+    if unknown:
+        parser.error(f"--arms: unknown {unknown}; choose from {ARMS}")
+    dry = args.cpu_dry_run
+    args.shape = "tiny" if dry else "qwen2.5-1.5b"
+    args.num_seqs = args.num_seqs or (4 if dry else 128)
+    args.steps = args.steps or (1 if dry else 2)
+    args.proxy_repeats = args.proxy_repeats or (1 if dry else 3)
+    args.max_response = args.max_response or (32 if dry else 4096)
+    args.min_prompt, args.max_prompt, args.median = (4, 16, 12) if dry else (100, 600, lengths.RESPONSE_MEDIAN)
+    args.token_budget = args.budget_multiple * (args.max_prompt + args.max_response)
+    if args.num_seqs % args.micro_batch_size:
+        parser.error(f"--num-seqs {args.num_seqs} must be a multiple of --micro-batch-size {args.micro_batch_size}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    on_gpu = not args.cpu_dry_run
+    if on_gpu and not torch.cuda.is_available():
+        print("FAIL: no CUDA device; use --cpu-dry-run on a CPU machine", flush=True)
+        return 1
+    verl_actor.init_single_process(cpu=args.cpu_dry_run)
+    device = torch.device("cuda" if on_gpu else "cpu")
+    payload = report.environment(args.cpu_dry_run)
+    payload["ceilings"] = ceilings.measure(cpu_dry_run=args.cpu_dry_run)
+    payload["attention"] = checked_attention(device)
+    batch_lengths = lengths.sample(
+        args.num_seqs, args.max_response, args.min_prompt, args.max_prompt, args.median, seed=0
+    )
+    vocab_size = model_shape.SHAPES[args.shape]["vocab_size"]
+    payload["model"] = {"shape": args.shape, **model_shape.SHAPES[args.shape]}
+    payload["lengths"] = batch_lengths.summary()
+    payload["settings"] = {
+        "num_seqs": args.num_seqs,
+        "max_prompt": args.max_prompt,
+        "max_response": args.max_response,
+        "micro_batch_size": args.micro_batch_size,
+        "token_budget": args.token_budget,
+        "steps": args.steps,
+        "strategy": "fsdp2",
+        "gradient_checkpointing": True,
+    }
+    from transformers import Qwen2ForCausalLM
+
+    original_forward = Qwen2ForCausalLM.forward
+    arms, proxy = {}, None
+    with tempfile.TemporaryDirectory() as model_path:
+        model_shape.write(args.shape, model_path, weights=True)
+        for arm in args.arms:
+            print(f"== arm {arm} ({time.perf_counter() - started:.0f}s)", flush=True)
+            arms[arm], worker = run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu)
+            if arm == "ours":
+                budget_lengths = proxy_lengths(
+                    args.token_budget, args.max_response, args.min_prompt, args.max_prompt, args.median
+                )
+                proxy = run_proxy(worker, budget_lengths, vocab_size, args.proxy_repeats, on_gpu)
+            del worker
+            release_arm(original_forward, on_gpu)
+    payload.update(arms=arms, proxy=proxy, goals=goals(arms, proxy), checks=checks(arms, proxy))
+    payload["wall_s"] = round(time.perf_counter() - started, 1)
+    path = report.write_json("actor_update", payload)
+    print(f"wall {payload['wall_s']}s" + (f"; wrote {path}" if path else ""), flush=True)
+    print_tables(payload)
+    torch.distributed.destroy_process_group()
+    return 0 if payload["checks"]["losses_agree"] and payload["checks"]["packed_arms_stayed_packed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Every rule we check a recipe against, one module per family."""

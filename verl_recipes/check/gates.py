@@ -1,0 +1,80 @@
+"""Metric gates for smoke runs: read verl's file logger (JSONL, {"step": n, "data": {...}}) and name what fails.
+
+Every recipe gets the common gates; `recipes/<name>/<version>/checks.yaml` adds its own:
+    min:      {metric: lower bound (inclusive)}  e.g. tool calls executed > 0 as {num_tool_calls/mean: 0.001}
+    present:  [metric, ...]                      must exist at every step
+    node:     {min: ..., present: ...}           only for node smokes with a real model
+    variants: {name: {drop: [metric, ...]}}      `present` metrics a variant does not log
+    frozen:   [module, ...]                      weight gate (verl_recipes/check/weights.py): tensors under these
+                                                 modules stay bit-identical in the last step's saved weights
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import yaml
+
+COMMON = {
+    "finite": ["actor/pg_loss", "actor/grad_norm"],
+    "present": ["critic/score/mean", "timing_s/step", "timing_s/gen", "timing_s/update_actor"],
+    "min": {"response_length/mean": 1e-9},
+}
+
+
+def read_metrics(path: Path) -> dict[int, dict]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no metrics file; was trainer.logger given 'file'?")
+    steps = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: not JSON ({err})") from None
+            steps.setdefault(int(record["step"]), {}).update(record["data"])
+    return steps
+
+
+def load_checks(checks_file: Path | None) -> dict:
+    return (yaml.safe_load(checks_file.read_text()) or {}) if checks_file and checks_file.is_file() else {}
+
+
+def load_gates(checks_file: Path | None, tiny: bool = False, variant: str | None = None) -> dict:
+    gates = {key: (dict(value) if isinstance(value, dict) else list(value)) for key, value in COMMON.items()}
+    extra = load_checks(checks_file)
+    if extra:
+        for section in [extra] + ([] if tiny else [extra.get("node") or {}]):
+            gates["present"] += section.get("present", [])
+            gates["finite"] += section.get("finite", [])
+            gates["min"].update(section.get("min", {}))
+    drop = set(((extra.get("variants") or {}).get(variant) or {}).get("drop", [])) if variant else set()
+    gates["present"] = [m for m in gates["present"] if m not in drop]
+    return gates
+
+
+def evaluate(steps: dict[int, dict], expected_steps: int, gates: dict, lag: int = 0) -> list[str]:
+    """Failures, each naming its metric and step; an empty list means every gate passed. With `lag` (the entry
+    point's metrics lag, verl_recipes/entrypoints.py), the first `lag` steps need only exist."""
+    missing = sorted(set(range(1, expected_steps + 1)) - set(steps))
+    failures = [f"steps {missing} have no metrics (expected steps 1..{expected_steps})"] if missing else []
+    for step, data in sorted(steps.items()):
+        if step < 1 + lag:
+            continue  # step 0 holds validation-before-train metrics only
+        for metric in gates["present"] + gates["finite"] + list(gates["min"]):
+            if metric not in data:
+                failures.append(f"step {step}: metric '{metric}' is missing")
+        for metric in gates["finite"]:
+            if metric in data and not math.isfinite(float(data[metric])):
+                failures.append(f"step {step}: '{metric}' = {data[metric]} is not finite")
+        for metric, bound in gates["min"].items():
+            if metric in data and not float(data[metric]) >= bound:
+                failures.append(f"step {step}: '{metric}' = {data[metric]} is below {bound}")
+    return failures
+
+
+def summary(steps: dict[int, dict]) -> list[str]:
+    keys = ("timing_s/step", "critic/score/mean", "actor/pg_loss", "actor/grad_norm", "response_length/mean")
+    return [f"step {s}: " + " ".join(f"{k}={d[k]:.4g}" for k in keys if k in d) for s, d in sorted(steps.items())]

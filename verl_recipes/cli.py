@@ -1,0 +1,162 @@
+"""The one launcher: `python -m verl_recipes.cli <command> ...` (the Makefile calls it; see `make help`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from verl_recipes import catalog
+from verl_recipes.catalog import RecipeError
+
+
+def _recipe(ns) -> catalog.Recipe:
+    return catalog.get(ns.name, ns.version or None, ns.variant or None)
+
+
+def cmd_list(ns) -> int:
+    print(f"{'recipe':28} {'versions':10} {'variants':28} {'status':36} workload")
+    for name in catalog.names():
+        versions = catalog.versions(name)
+        card = catalog.load_card(name, versions[-1])
+        print(f"{name:28} {','.join(versions):10} {','.join(catalog.variants(name, versions[-1])) or '-':28} "
+              f"{card['status']:36} {card.get('workload', '')}")
+    return 0
+
+
+def cmd_show(ns) -> int:
+    from verl_recipes.compose import compose, to_yaml
+
+    print(to_yaml(compose(_recipe(ns), ns.args)), end="")
+    return 0
+
+
+def cmd_check(ns) -> int:
+    from verl_recipes.check.recipe import check
+    from verl_recipes.compose import split_args
+    from verl_recipes.smoke.run import overlay, overlay_args
+
+    if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
+        runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
+        # the node smoke always; the tiny one only where the card names a tiny family
+        runs += [(r, f" +smoke={overlay(r, tiny)}", [*overlay_args(r, tiny, r.card_value("smoke_model")),
+                                                     *split_args(ns.args)])
+                 for r, _, _ in list(runs) for tiny in (False, True) if not tiny or r.card_value("tiny_family")]
+        # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
+        runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])
+                 for r in catalog.all_recipes() if r.variant is None]
+        # every profiling preset, on the first recipe (the presets are recipe-independent fragments)
+        runs += [(runs[0][0], f" +profiling={p.stem}", [f"+configs/profiling={p.stem}", *split_args(ns.args)])
+                 for p in sorted((catalog.root() / "configs/profiling").glob("*.yaml")) if p.stem != "common"]
+    else:
+        runs = [(_recipe(ns), "", split_args(ns.args))]
+    failed = 0
+    for recipe, label, args in runs:
+        errors = check(recipe, args)
+        failed += bool(errors)
+        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}")
+        for error in errors:
+            print(f"      {error}")
+    print(f"{len(runs) - failed} proven, {failed} failed against verl {catalog_verl()}")
+    return 1 if failed else 0
+
+
+def catalog_verl() -> str:
+    from importlib.metadata import version
+
+    return version("verl")
+
+
+def cmd_plan(ns) -> int:
+    from verl_recipes.check.arithmetic import arithmetic_errors
+    from verl_recipes.check.memory import memory_plan
+    from verl_recipes.compose import compose
+
+    recipe = _recipe(ns)
+    cfg = compose(recipe, ns.args)
+    errors = arithmetic_errors(cfg)
+    if errors:  # a plan of a config whose batch arithmetic fails would only mislead
+        print("\n".join([*errors, f"not planned: fix the {len(errors)} error(s) above (make {recipe.name}-check)"]))
+        return 1
+    result = memory_plan(cfg, recipe)
+    if result is None:
+        raise RecipeError(f"{recipe.label}: no config.json for its model under models/; cannot plan")
+    print("\n".join([*result.lines, result.verdict]))
+    return 0 if result.fits and not result.errors else 1
+
+
+def cmd_run(ns) -> int:
+    from verl_recipes.launch import launch
+
+    return launch(_recipe(ns), ns.args, cluster=ns.cluster)[0]
+
+
+def cmd_smoke(ns) -> int:
+    from pathlib import Path
+
+    from verl_recipes.smoke import run
+
+    recipes = catalog.all_recipes() if ns.name == "all" else [_recipe(ns)]
+    if ns.dry_run:
+        return max(run.dry_run(r, ns.args) for r in recipes)
+    tiny = Path(ns.tiny) if ns.tiny else None
+    return max(run.run(r, ns.args, tiny) for r in recipes)
+
+
+def cmd_cp(ns) -> int:
+    from verl_recipes.copy_recipe import copy_recipe
+
+    for path in copy_recipe(catalog.parse(ns.source), ns.new_name):
+        print(f"created {path}")
+    print(f"next: edit recipes/{ns.new_name}/v1/recipe.yaml, then `make {ns.new_name}-check`")
+    return 0
+
+
+def cmd_diff(ns) -> int:
+    from verl_recipes.compose import compose, flatten
+
+    a, b = (flatten(compose(catalog.parse(s), naming=False)) for s in (ns.a, ns.b))
+    changed = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    for key in changed:
+        print(f"{key}: {a.get(key, '<absent>')!r} -> {b.get(key, '<absent>')!r}")
+    print(f"{len(changed)} key(s) differ")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verl_recipes", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="recipes, versions, variants, status").set_defaults(fn=cmd_list)
+    for command, fn, text in (("show", cmd_show, "print the composed config"),
+                              ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
+                              ("plan", cmd_plan, "memory and layout plan for the declared topology"),
+                              ("run", cmd_run, "launch on this GPU node"),
+                              ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates")):
+        p = sub.add_parser(command, help=text)
+        p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
+        if command == "run":
+            p.add_argument("--cluster", default="", help="Ray dashboard http://<head>:8265: submit the run there")
+        if command == "smoke":
+            p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.smoke.tiny` (one-GPU path)")
+            p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
+        p.add_argument("--version", default="", help="vN (default: latest)")
+        p.add_argument("--variant", default="", help="a variant file of the version, e.g. megatron")
+        p.add_argument("--args", default="", help="Hydra overrides, e.g. \"trainer.total_epochs=1\"")
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("cp", help="copy a recipe into a new one that inherits it")
+    p.add_argument("source", help="name[/vN][:variant]")
+    p.add_argument("new_name")
+    p.set_defaults(fn=cmd_cp)
+    p = sub.add_parser("diff", help="keys that differ between two composed recipes")
+    p.add_argument("a", help="name[/vN][:variant]")
+    p.add_argument("b", help="name[/vN][:variant]")
+    p.set_defaults(fn=cmd_diff)
+    ns = parser.parse_args(argv)
+    try:
+        return ns.fn(ns)
+    except RecipeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Compose a recipe over verl's own config tree (from the installed package, never a checkout).
+
+The composed config is resolved here, so our resolvers (token budgets, data and repo paths) never reach
+verl's processes: the launcher hands verl the resolved file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import shlex
+from pathlib import Path
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from verl_recipes.check import keys as verl_keys
+from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
+from verl_recipes import entrypoints
+from verl_recipes.entrypoints import config_dir_of, searchpath
+
+
+def runs_dir() -> Path:
+    return Path(os.environ.get("RL_RUNS_DIR", REPO / "runs")).expanduser().resolve()
+
+
+def _tokens(factor, *, _root_) -> int:
+    """`${tokens:N}`: N times the longest sequence (max prompt + max response), the unit of every token budget."""
+    return int(float(factor) * (_root_.data.max_prompt_length + _root_.data.max_response_length))
+
+
+def _register_resolvers() -> None:
+    if not OmegaConf.has_resolver("tokens"):
+        OmegaConf.register_new_resolver("tokens", _tokens)
+        OmegaConf.register_new_resolver("data", lambda rel: str(data_dir() / rel))
+        OmegaConf.register_new_resolver("repo", lambda rel: str(REPO / rel))
+
+
+def naming_overrides(recipe: Recipe) -> list[str]:
+    """Run name and output folders derived from recipe, version and variant."""
+    out = runs_dir() / recipe.run_name
+    return [
+        f"trainer.project_name={recipe.name}",
+        f"trainer.experiment_name={recipe.run_name}",
+        f"trainer.default_local_dir={out}/checkpoints",
+    ]
+
+
+def split_args(args: str | list[str] | None) -> list[str]:
+    if not args:
+        return []
+    return shlex.split(args) if isinstance(args, str) else list(args)
+
+
+def flatten(node, prefix: str = "") -> dict:
+    """Dotted key -> leaf value (unresolved, `???` kept). Lists are leaves; so are empty dicts, so `{}` shows."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, dict) and node:
+        out = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: node}
+
+
+def _explain_override_error(err: HydraException, recipe: Recipe) -> str:
+    text = str(err)
+    match = re.search(r"Could not override '([^']+)'", text)
+    if not match:
+        return f"Hydra could not compose the config: {text.splitlines()[0]}"
+    key = match.group(1)
+    advice = verl_keys.removed_replacement(key)
+    if advice:
+        return f"ARGS: '{key}' is not a verl {verl_keys.VERL_VERSION} key: {advice}"
+    if key in verl_keys.READ_BUT_UNDECLARED:
+        return f"ARGS: write '+{key}=...': verl reads it but does not declare it"
+    base = compose_verl_base(entrypoints.get(recipe.entrypoint).config_name, "dp")
+    guesses = close_matches(key, sorted(flatten(base)))
+    hint = f"did you mean {', '.join(guesses)}?" if guesses else f"if verl really reads it, write +{key}=..."
+    return f"ARGS: '{key}' is not a verl {verl_keys.VERL_VERSION} key ({hint})"
+
+
+ENTRY = "_recipe_entry"
+
+
+def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = True, resolve: bool = True) -> DictConfig:
+    """Compose and resolve a recipe with the user's overrides (`ARGS`) applied last.
+
+    The primary config is an in-memory entry at the root that pulls in the recipe, so that group overrides
+    on the command line (`+configs/smoke=tiny_gpu`, `configs/layout=...`) are read from the root too.
+    """
+    _register_resolvers()
+    ConfigStore.instance().store(name=ENTRY, node={"defaults": [f"/{recipe.config_name}", "_self_"]})
+    overrides = [f"hydra.searchpath=[{searchpath()}]"]
+    overrides += naming_overrides(recipe) if naming else []
+    overrides += split_args(args)
+    try:
+        with initialize_config_dir(config_dir=str(root()), version_base=None):
+            cfg = hydra_compose(config_name=ENTRY, overrides=overrides)
+    except HydraException as err:
+        raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe)}") from None
+    return resolved(cfg, recipe) if resolve else cfg
+
+
+def resolved(cfg: DictConfig, recipe: Recipe) -> DictConfig:
+    """Every interpolation, ours and verl's, replaced by its value."""
+    try:
+        return OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    except Exception as err:  # an interpolation that cannot resolve names its key
+        raise RecipeError(f"{recipe.label}: cannot resolve the config: {err}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def compose_verl_base(config_name: str, model_engine: str) -> DictConfig:
+    """verl's own config for an entry point, with nothing of ours: the schema a recipe is checked against."""
+    with initialize_config_dir(config_dir=config_dir_of(config_name), version_base=None):
+        cfg = hydra_compose(config_name=config_name, overrides=[f"model_engine={model_engine}"])
+    return OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+
+
+def close_matches(key: str, known: list[str]) -> list[str]:
+    return difflib.get_close_matches(key, known, n=3, cutoff=0.75)
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg, sort_keys=False)
+
+
+# ---------------------------------------------------------------- which of our files set a key
+
+
+def _defaults_entries(config_file: Path) -> list[str]:
+    """The repo-internal configs a YAML file pulls in through its defaults list."""
+    data = yaml.safe_load(config_file.read_text()) or {}
+    out = []
+    for entry in data.get("defaults") or []:
+        if isinstance(entry, str) and entry.startswith(("/configs/", "/recipes/")):
+            out.append(entry.lstrip("/"))
+        elif isinstance(entry, dict):
+            for group, choice in entry.items():
+                group = group.replace("override ", "").strip().lstrip("/")
+                if group.startswith("configs/") and isinstance(choice, str):
+                    out.append(f"{group}/{choice}")
+    return out
+
+
+def own_files(config_name: str, extra: list[str] = ()) -> list[Path]:
+    """Every file of ours that a recipe composes (recipe, parent versions, fragments), in order."""
+    todo, seen = [config_name, *extra], []
+    while todo:
+        path = root() / f"{todo.pop(0)}.yaml"
+        if path.is_file() and path not in seen:
+            seen.append(path)
+            todo.extend(_defaults_entries(path))
+    return seen
+
+
+def where_set(key: str, files: list[Path], args: list[str]) -> str:
+    """Name the place that sets a key: a file of ours or the command line."""
+    if any(a.lstrip("+~").split("=", 1)[0] == key for a in args):
+        return "ARGS"
+    for path in files:
+        if key in flatten(OmegaConf.load(path)):
+            return str(path.relative_to(root()))
+    return "the composed config"
+
+
+def cli_group_choices(args: list[str]) -> list[str]:
+    """`configs/profiling=nsys_discrete` or `+configs/smoke=tiny` on the command line pull in our files too."""
+    out = []
+    for arg in args:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key.startswith("configs/") and value:
+            out.append(f"{key}/{value}")
+    return out

@@ -1,0 +1,152 @@
+"""Per-GPU memory of a verl 0.9.1 FSDP actor (HF model), term by term.
+
+What verl's FSDP engine holds (verl/workers/engine/fsdp/transformer_impl.py, fsdp yaml defaults):
+the model is built in `model_dtype: fp32` and sharded, mixed precision computes in bf16 and
+reduces gradients in fp32, AdamW keeps fp32 exp_avg and exp_avg_sq. So 16 B per parameter,
+divided by the FSDP shard size.
+
+Offload, as verl 0.9.1 does it: `param_offload` / `optimizer_offload` move the state to the CPU
+*between* phases; `train_mode()` loads it back before the update (BaseEngineCtx._context_switch),
+so they do not lower the training peak; they free the GPU during rollout. Only
+`offload_policy=True` with `strategy=fsdp2` (CPUOffloadPolicy) keeps parameters, gradients and
+the optimizer step on the CPU during training.
+
+The activation slope and the fixed overhead are named constants below, to be calibrated on a GPU
+(performance.md §7 E1); `fsdp_breakdown` returns every term so a calibration script can compare each.
+"""
+
+from dataclasses import dataclass
+
+from verl_recipes.planner.model_shape import ModelShape, attention_params, embedding_params, hf_total_params
+from verl_recipes.planner.model_shape import mlp_block_params
+
+GIB = 2**30
+FP32_PARAM_BYTES = 4  # model_dtype fp32: the sharded parameter
+FP32_GRAD_BYTES = 4  # sharded gradient, in the parameter dtype
+ADAMW_STATE_BYTES = 8  # exp_avg + exp_avg_sq, fp32
+# AdamW's step allocates fp32 temporaries of about one parameter's size on top of parameters, gradients
+# and state: measured 20.05 B/param at the optimizer-step peak (verl FSDP2, Qwen2.5-1.5B, H200, 2026-11-21,
+# results/planner/fsdp-calibration.qwen2.5-1.5b-h200.md), 16 B/param before it.
+ADAMW_STEP_TEMP_BYTES = 4
+BF16_BYTES = 2
+
+# ---- calibration constants ----
+# Multiplies the per-layer activation bytes counted by hf_layer_activation_bytes_per_token (1.0 = as counted).
+FSDP_ACTIVATION_SCALE = 1.0
+# Logits without fused kernels: bf16 logits + fp32 log-softmax, the estimator's 3·t·V elements × 2 B.
+LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 6
+# With use_fused_kernels=True verl computes log-probs in chunks and never holds [tokens, vocab].
+FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 0
+# FSDP units whose bf16 parameters are gathered at the same time (the running one + one prefetched).
+FSDP_GATHERED_UNITS = 2
+# CUDA context + NCCL communicators + cuBLAS workspaces, per GPU (guide §3.9 caveat: about 2–5 GB).
+CUDA_CONTEXT_NCCL_GIB = 3.0
+
+
+@dataclass(frozen=True)
+class FsdpBreakdown:
+    """GiB per GPU. `total_gib` is the training peak; `rollout_resident_gib` what stays during rollout."""
+
+    params_gib: float
+    grads_gib: float
+    optimizer_gib: float
+    gathered_params_gib: float  # unsharded bf16 copies of the running units, embedding and lm_head
+    layer_activations_gib: float
+    logits_gib: float
+    overhead_gib: float
+    rollout_resident_gib: float
+    optimizer_step_temp_gib: float = 0.0
+
+    @property
+    def forward_backward_gib(self) -> float:
+        return (
+            self.params_gib
+            + self.grads_gib
+            + self.optimizer_gib
+            + self.gathered_params_gib
+            + self.layer_activations_gib
+            + self.logits_gib
+            + self.overhead_gib
+        )
+
+    @property
+    def optimizer_step_gib(self) -> float:
+        """The peak inside optimizer.step(): activations are gone, AdamW's temporaries are not."""
+        return self.params_gib + self.grads_gib + self.optimizer_gib + self.optimizer_step_temp_gib + self.overhead_gib
+
+    @property
+    def total_gib(self) -> float:
+        """The training peak: whichever of the two phases is higher (small token budgets: the optimizer step)."""
+        return max(self.forward_backward_gib, self.optimizer_step_gib)
+
+
+def hf_layer_activation_bytes_per_token(shape: ModelShape) -> float:
+    """Bytes autograd saves per token in one HF eager decoder layer (flash-attention, no Liger).
+
+    RMSNorm ×2: fp32 input (4h) + bf16 normed output (2h); q/k/v and gate/up read that output.
+    Attention: rotated q, k, v and the output (2·(2·n_h + 2·n_kv)·d). SwiGLU: gate, up, SiLU(gate),
+    their product (4·2F). For a dense model; an MoE layer saves the top-k experts' share instead.
+    """
+    h, d = shape.hidden_size, shape.head_dim
+    norms = 2 * (4 * h + 2 * h)
+    attention = BF16_BYTES * (2 * shape.num_attention_heads + 2 * shape.num_kv_heads) * d
+    if shape.is_moe:
+        ffn = shape.num_experts_per_tok * shape.moe_ffn_hidden_size + shape.shared_expert_ffn_hidden_size
+        mlp = 4 * BF16_BYTES * ffn + BF16_BYTES * h * shape.num_experts_per_tok  # + dispatched copies of h
+    else:
+        mlp = 4 * BF16_BYTES * shape.ffn_hidden_size
+    return FSDP_ACTIVATION_SCALE * (norms + attention + mlp)
+
+
+def fsdp_activation_bytes_per_token(shape: ModelShape, gradient_checkpointing: bool) -> float:
+    """Slope of the layer activations: all layers, or (checkpointing) one bf16 input per layer + one layer."""
+    layer = hf_layer_activation_bytes_per_token(shape)
+    if gradient_checkpointing:
+        return shape.num_layers * BF16_BYTES * shape.hidden_size + layer
+    return shape.num_layers * layer
+
+
+def logits_bytes_per_token(shape: ModelShape, use_fused_kernels: bool) -> float:
+    per_vocab = FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB if use_fused_kernels else LOGITS_BYTES_PER_TOKEN_PER_VOCAB
+    return per_vocab * shape.vocab_size
+
+
+def gathered_params(shape: ModelShape) -> float:
+    """Parameters held unsharded in bf16 at the peak: FSDP_GATHERED_UNITS layers, embedding and lm_head."""
+    layer = attention_params(shape) + mlp_block_params(shape)
+    output_layer = 0 if shape.tie_word_embeddings else embedding_params(shape)
+    return FSDP_GATHERED_UNITS * layer + embedding_params(shape) + output_layer
+
+
+def fsdp_breakdown(
+    shape: ModelShape,
+    shard_size: int,
+    tokens_per_gpu: int,
+    gradient_checkpointing: bool = True,
+    use_fused_kernels: bool = False,
+    param_offload: bool = False,
+    optimizer_offload: bool = False,
+    offload_policy: bool = False,
+) -> FsdpBreakdown:
+    """Terms of one GPU's memory for a micro-batch of `tokens_per_gpu` tokens (packed, remove-padding).
+
+    `shard_size`: GPUs the state is sharded over (fsdp_size, or the world size when fsdp_size=-1).
+    `offload_policy`: FSDP2 CPUOffloadPolicy, the only offload that lowers the training peak.
+    """
+    params = hf_total_params(shape) / shard_size
+    on_gpu = 0 if offload_policy else 1
+    params_bytes = on_gpu * params * FP32_PARAM_BYTES
+    optimizer_bytes = on_gpu * params * ADAMW_STATE_BYTES
+    # Gradients are freed by zero_grad after the update; the parameters and optimizer stay unless offloaded.
+    rollout_resident = (0 if param_offload else params_bytes) + (0 if optimizer_offload else optimizer_bytes)
+    return FsdpBreakdown(
+        params_gib=params_bytes / GIB,
+        grads_gib=on_gpu * params * FP32_GRAD_BYTES / GIB,
+        optimizer_gib=optimizer_bytes / GIB,
+        gathered_params_gib=gathered_params(shape) * BF16_BYTES / GIB,
+        layer_activations_gib=tokens_per_gpu * fsdp_activation_bytes_per_token(shape, gradient_checkpointing) / GIB,
+        logits_gib=tokens_per_gpu * logits_bytes_per_token(shape, use_fused_kernels) / GIB,
+        overhead_gib=CUDA_CONTEXT_NCCL_GIB,
+        rollout_resident_gib=rollout_resident / GIB,
+        optimizer_step_temp_gib=on_gpu * params * ADAMW_STEP_TEMP_BYTES / GIB,
+    )

@@ -1,0 +1,289 @@
+"""Plan a composed, resolved verl 0.9.1 config: actor memory, rollout memory, a verdict (after the layout rules of
+verl_recipes/check/layout.py, which a plan never estimates past).
+
+Phases checked per GPU (colocated hybrid engine, the 0.9.1 default):
+* actor update: the engine's peak + CUDA context/NCCL + a Megatron reference model kept on the GPU
+  + what the sleeping vLLM engine keeps (its whole share when free_cache_engine=False);
+* rollout: the actor state kept on the GPU during generation + the vLLM share + CUDA context,
+  and a KV cache holding at least one max_prompt_length + max_response_length sequence.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown
+from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, MegatronParallel, Recompute, megatron_memory
+from verl_recipes.planner.model_shape import ModelShape, model_shape
+from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, get as _get, megatron_parallel
+from verl_recipes.planner.config import megatron_recompute, require as _require
+from verl_recipes.planner.rollout_memory import VLLM_SLEEP_RESIDUAL_GIB, RolloutEstimate, rollout_memory
+
+ACTOR = "actor_rollout_ref.actor"
+MODEL = "actor_rollout_ref.model"
+OPTIMIZER_OVERRIDE = f"{ACTOR}.optim.override_optimizer_config"
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    gib: float
+    advice: str  # what to change when this term is the largest
+
+
+@dataclass(frozen=True)
+class TrainingSide:
+    terms: list[Term]  # the actor update's peak, per GPU
+    lines: list[str]
+    rollout_resident_gib: float  # actor state left on the GPU while vLLM generates
+
+
+@dataclass
+class Plan:
+    fits: bool
+    errors: list[str]
+    lines: list[str]
+    verdict: str
+    training_terms: list[Term] = field(default_factory=list)
+    rollout: RolloutEstimate | None = None
+
+
+# ---- Megatron ----
+
+
+def megatron_optimizer_cpu_offload_fraction(cfg: DictConfig) -> float:
+    """Megatron's CPU optimizer (optimizer_cpu_offload) keeps this share of the optimizer off the GPU."""
+    if not _get(cfg, f"{OPTIMIZER_OVERRIDE}.optimizer_cpu_offload", False):
+        return 0.0
+    return float(_get(cfg, f"{OPTIMIZER_OVERRIDE}.optimizer_offload_fraction", 1.0))
+
+
+def megatron_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_tokens: int) -> TrainingSide:
+    parallel = megatron_parallel(cfg, world_size)
+    if _get(cfg, f"{ACTOR}.use_dynamic_bsz", False):
+        # verl's budget is per CP rank: a micro-batch holds budget × CP tokens, split over CP (§3.9 caveat 1)
+        micro_batch, seq_len = 1, _require(cfg, f"{ACTOR}.ppo_max_token_len_per_gpu") * parallel.cp
+    else:
+        micro_batch, seq_len = _require(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu"), seq_tokens
+    estimate = megatron_memory(
+        shape,
+        parallel,
+        micro_batch,
+        seq_len,
+        megatron_recompute(cfg),
+        use_distributed_optimizer=_get(cfg, f"{MEGATRON}.use_distributed_optimizer", True),
+        optimizer_cpu_offload_fraction=megatron_optimizer_cpu_offload_fraction(cfg),
+        share_embeddings_and_output_weights=shape.tie_word_embeddings,
+        drop_logits=_get(cfg, f"{MODEL}.use_fused_kernels", False),
+    )
+    lines = [
+        f"Megatron TP{parallel.tp} PP{parallel.pp} CP{parallel.cp} EP{parallel.ep} ETP{parallel.expert_tp} "
+        f"VPP{parallel.vpp or 1} DP{parallel.dp}, micro-batch [{micro_batch}, {seq_len}]"
+    ]
+    lines += [
+        f"  PP rank {stage.pp_rank}: {stage.params / 1e9:.2f} B params, weights+grads+optimizer "
+        f"{stage.weight_grad_optim_gib:.2f} GiB + activations {stage.activation_gib:.2f} GiB "
+        f"= {stage.total_gib:.2f} GiB"
+        for stage in estimate.stages
+    ]
+    peak = estimate.peak
+    terms = [
+        Term(
+            "weights+grads+optimizer",
+            peak.weight_grad_optim_gib,
+            f"raise {MEGATRON}.pipeline_model_parallel_size (or TP/EP), or keep the optimizer on the CPU with "
+            f"+{OPTIMIZER_OVERRIDE}.optimizer_cpu_offload=True and optimizer_offload_fraction "
+            f"({MEGATRON}.optimizer_offload only frees the GPU during rollout)",
+        ),
+        Term(
+            "activations",
+            peak.activation_gib,
+            f"lower {ACTOR}.ppo_max_token_len_per_gpu (or ppo_micro_batch_size_per_gpu), set "
+            f"{MODEL}.use_fused_kernels=True, enable full recompute ({OVERRIDE}.recompute_granularity=full, "
+            f"recompute_method=uniform, recompute_num_layers=1) or raise TP/CP",
+        ),
+    ]
+    param_offload = _get(cfg, f"{MEGATRON}.param_offload", False)
+    uses_reference = _get(cfg, f"{ACTOR}.use_kl_loss", False) or _get(cfg, "algorithm.use_kl_in_reward", False)
+    if uses_reference and not _get(cfg, "actor_rollout_ref.ref.megatron.param_offload", param_offload):
+        terms.append(
+            Term(
+                "reference model weights",
+                peak.params * BF16_BYTES / GIB,
+                "set actor_rollout_ref.ref.megatron.param_offload=True",
+            )
+        )
+    optimizer_on_gpu = not _get(cfg, f"{MEGATRON}.optimizer_offload", False)
+    resident = max(
+        (0 if param_offload else stage.weight_grad_gib)
+        + optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib)
+        for stage in estimate.stages
+    )
+    return TrainingSide(terms, lines, resident)
+
+
+# ---- FSDP ----
+
+
+def fsdp_shard_size(cfg: DictConfig, world_size: int) -> int:
+    fsdp_size = _get(cfg, f"{FSDP}.fsdp_size", -1)
+    return world_size if fsdp_size < 0 or fsdp_size >= world_size else fsdp_size
+
+
+def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_tokens: int) -> TrainingSide:
+    ulysses = _get(cfg, f"{FSDP}.ulysses_sequence_parallel_size", 1)
+    if _get(cfg, f"{ACTOR}.use_dynamic_bsz", False):
+        tokens = _require(cfg, f"{ACTOR}.ppo_max_token_len_per_gpu")  # budget × SP, split over SP ranks
+    else:
+        tokens = _require(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu") * seq_tokens // ulysses
+    offload_policy = _get(cfg, f"{FSDP}.offload_policy", False) and _get(cfg, f"{ACTOR}.strategy") == "fsdp2"
+    checkpointing = _get(cfg, f"{MODEL}.enable_gradient_checkpointing", True)
+    shard = fsdp_shard_size(cfg, world_size)
+    parts = fsdp_breakdown(
+        shape,
+        shard_size=shard,
+        tokens_per_gpu=tokens,
+        gradient_checkpointing=checkpointing,
+        use_fused_kernels=_get(cfg, f"{MODEL}.use_fused_kernels", False),
+        param_offload=_get(cfg, f"{FSDP}.param_offload", False),
+        optimizer_offload=_get(cfg, f"{FSDP}.optimizer_offload", False),
+        offload_policy=offload_policy,
+    )
+    state_advice = (
+        f"shard over more GPUs ({FSDP}.fsdp_size=-1 or more GPUs), or use {ACTOR}.strategy=fsdp2 with "
+        f"{FSDP}.offload_policy=True ({FSDP}.param_offload/optimizer_offload only free the GPU during rollout)"
+    )
+    terms = [
+        Term("fp32 parameters", parts.params_gib, state_advice),
+        Term("fp32 gradients", parts.grads_gib, state_advice),
+        Term("AdamW states", parts.optimizer_gib, state_advice),
+        Term("gathered bf16 layers, embedding, lm_head", parts.gathered_params_gib, "use Megatron TP for this model"),
+        Term(
+            "layer activations",
+            parts.layer_activations_gib,
+            f"lower {ACTOR}.ppo_max_token_len_per_gpu, set {MODEL}.enable_gradient_checkpointing=True, "
+            f"or raise {FSDP}.ulysses_sequence_parallel_size",
+        ),
+        Term(
+            "logits",
+            parts.logits_gib,
+            f"set {MODEL}.use_fused_kernels=True (not for vision-language models on FSDP2: see verl_recipes/check/recipe.py "
+            f"fused_kernels) or lower {ACTOR}.ppo_max_token_len_per_gpu",
+        ),
+        # the optimizer step peaks after the activations are freed; counted only by what it adds on top
+        Term("AdamW step temporaries beyond forward/backward",
+             max(0.0, parts.optimizer_step_gib - parts.forward_backward_gib), state_advice),
+    ]
+    lines = [
+        f"FSDP over {shard} GPUs (Ulysses SP {ulysses}), {tokens} tokens per micro-batch per GPU, "
+        f"gradient checkpointing {'on' if checkpointing else 'off'}{', offload_policy on' if offload_policy else ''}"
+    ]
+    return TrainingSide(terms, lines, parts.rollout_resident_gib)
+
+
+# ---- plan ----
+
+
+def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: float = 80.0) -> Plan:
+    """Check the layout rules, then estimate the per-GPU memory of the actor update and of the rollout.
+
+    `cfg`: a composed, resolved verl 0.9.1 config; `hf_config`: config.json as a dict, file or model directory.
+    """
+    if not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(cfg)
+    shape = model_shape(hf_config)
+    engine = _require(cfg, "model_engine")
+    if engine not in ("dp", "megatron"):
+        raise ValueError(f"model_engine={engine!r}: the planner knows 'dp' (FSDP) and 'megatron'")
+    world_size = _require(cfg, "trainer.nnodes") * _require(cfg, "trainer.n_gpus_per_node")
+    seq_tokens = _require(cfg, "data.max_prompt_length") + _require(cfg, "data.max_response_length")
+    kind = f"MoE {shape.num_experts} experts top-{shape.num_experts_per_tok}" if shape.is_moe else "dense"
+    header = (
+        f"model {shape.model_type}: {shape.num_layers} layers, hidden {shape.hidden_size}, {kind}; "
+        f"{world_size} GPUs × {gpu_memory_gib:g} GiB, engine {engine}"
+    )
+    from verl_recipes.check.layout import layout_errors  # the layout rules live with the other checks
+
+    errors = layout_errors(cfg, shape)
+    if errors:
+        verdict = f"does not fit: {len(errors)} layout rule(s) broken, first: {errors[0]}"
+        return Plan(fits=False, errors=errors, lines=[header, *errors], verdict=verdict)
+
+    training = (megatron_training if engine == "megatron" else fsdp_training)(cfg, shape, world_size, seq_tokens)
+    terms = [*training.terms, Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
+    utilization = _require(cfg, f"{ROLLOUT}.gpu_memory_utilization")
+    colocated = _get(cfg, f"{ROLLOUT}.nnodes", 0) == 0  # 0: rollout shares the trainer's GPUs
+    if colocated:
+        free_cache_engine = _get(cfg, f"{ROLLOUT}.free_cache_engine", True)
+        kept = VLLM_SLEEP_RESIDUAL_GIB if free_cache_engine else utilization * gpu_memory_gib
+        terms.append(Term("vLLM kept during training", kept, f"set {ROLLOUT}.free_cache_engine=True"))
+    training_gib = sum(term.gib for term in terms)
+
+    tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
+    ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
+    rollout = rollout_memory(
+        shape, tp, ep, gpu_memory_gib, utilization, seq_tokens, _get(cfg, f"{ROLLOUT}.max_num_seqs", 256)
+    )
+    actor_resident = training.rollout_resident_gib if colocated else 0.0
+    rollout_gib = utilization * gpu_memory_gib + actor_resident + CUDA_CONTEXT_NCCL_GIB
+    reachable = "reachable" if rollout.max_num_seqs_reachable else "NOT reachable"
+    lines = [
+        header,
+        *training.lines,
+        *(f"  {term.name}: {term.gib:.2f} GiB" for term in terms),
+        f"actor update peak: {training_gib:.2f} GiB of {gpu_memory_gib:g} GiB",
+        f"rollout vLLM TP{tp} EP{ep}: weights {rollout.weights_gib:.2f} GiB/GPU, "
+        f"KV {rollout.kv_bytes_per_token / 1024:.1f} KiB/token/GPU, {rollout.kv_capacity_tokens} tokens "
+        f"= {rollout.concurrent_sequences} sequences of {seq_tokens} tokens per engine "
+        f"(max_num_seqs {rollout.max_num_seqs} {reachable})",
+        f"rollout phase: vLLM share {utilization * gpu_memory_gib:.2f} GiB + actor kept {actor_resident:.2f} GiB "
+        f"+ CUDA context {CUDA_CONTEXT_NCCL_GIB:.2f} GiB = {rollout_gib:.2f} GiB",
+    ]
+    offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
+    fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys)
+    return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout)
+
+
+def decide(
+    terms: list[Term],
+    training_gib: float,
+    rollout: RolloutEstimate,
+    rollout_gib: float,
+    gpu_memory_gib: float,
+    actor_resident_gib: float,
+    offload_keys: str,
+) -> tuple[bool, str]:
+    """(fits, verdict): each phase that overflows names its largest term and what to change."""
+    biggest = max(terms, key=lambda term: term.gib)
+    problems = []
+    if training_gib > gpu_memory_gib:
+        problems.append(
+            f"actor update needs {training_gib:.2f} GiB > {gpu_memory_gib:g} GiB; largest term: {biggest.name} "
+            f"({biggest.gib:.2f} GiB): {biggest.advice}"
+        )
+    if rollout_gib > gpu_memory_gib:
+        max_utilization = (gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib) / gpu_memory_gib
+        problems.append(
+            f"rollout needs {rollout_gib:.2f} GiB > {gpu_memory_gib:g} GiB; the actor keeps {actor_resident_gib:.2f} "
+            f"GiB next to the vLLM share: set {offload_keys}=True or lower {ROLLOUT}.gpu_memory_utilization "
+            f"to <= {max_utilization:.2f}"
+        )
+    if rollout.concurrent_sequences < 1:
+        problems.append(
+            f"the KV cache holds {rollout.kv_capacity_tokens} tokens, less than one {rollout.sequence_tokens}-token "
+            f"sequence: raise {ROLLOUT}.tensor_model_parallel_size or gpu_memory_utilization"
+        )
+    if problems:
+        return False, "does not fit: " + "; ".join(problems)
+    verdict = (
+        f"fits: actor update {training_gib:.2f} GiB (largest term: {biggest.name} {biggest.gib:.2f} GiB), "
+        f"rollout {rollout_gib:.2f} GiB of {gpu_memory_gib:g} GiB; "
+        f"{rollout.concurrent_sequences} concurrent sequences per rollout engine"
+    )
+    if not rollout.max_num_seqs_reachable:
+        verdict += (
+            f" (max_num_seqs {rollout.max_num_seqs} not reachable: raise {ROLLOUT}.gpu_memory_utilization or "
+            f"tensor_model_parallel_size, or lower max_num_seqs)"
+        )
+    return True, verdict

@@ -1,0 +1,133 @@
+"""Tiny random-init models and datasets for the one-GPU smoke path: no hub, built in seconds on a CPU.
+
+    python -m verl_recipes.smoke.tiny OUT --recipe qwen25-7b-grpo
+writes OUT/model (a tiny model of the recipe's family, with a small BPE tokenizer) and OUT/data/<dataset>/...
+for each dataset the recipe's card lists, in the same layout `verl_recipes.data.prepare` produces; run the smoke
+with RL_DATA_DIR=OUT/data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+
+from verl_recipes.data.prompts import RETOOL_INSTRUCTION
+from verl_recipes.smoke import tiny_vl
+from verl_recipes.smoke.tokenizer import tiny_tokenizer
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+BOXED = " Let's think step by step and output the final answer within \\boxed{}."
+
+
+def _problem(rng: random.Random) -> tuple[str, str]:
+    a, b = rng.randint(2, 99), rng.randint(2, 99)
+    return f"Tom has {a} apples and buys {b} more. How many apples does he have?", str(a + b)
+
+
+def build_tokenizer(folder: Path, rng: random.Random):
+    corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
+    corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]  # so retool prompts fit 128 tokens
+    return tiny_tokenizer(folder, corpus, SPECIAL)
+
+
+def build_qwen2(folder: Path, seed: int = 0) -> Path:
+    """A 4-layer Qwen2 (the Qwen2.5 architecture) with head_dim 64, which vLLM's kernels support."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(folder, random.Random(seed))
+    pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
+    config = Qwen2Config(vocab_size=(len(tok) + 63) // 64 * 64, hidden_size=256, intermediate_size=512,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=pad,
+                         eos_token_id=eos, pad_token_id=pad, torch_dtype="bfloat16")
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": pad, "eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True}))
+    return folder
+
+
+def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
+    rows = []
+    for i in range(n):
+        question, answer = _problem(rng)
+        rows.append({"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": question + BOXED}],
+                     "ability": "math", "reward_model": {"style": "rule", "ground_truth": answer},
+                     "extra_info": {"split": split, "index": i}})
+    return rows
+
+
+def _retool_rows(split: str, n: int, rng: random.Random) -> list[dict]:
+    """Rows as `prepare dapo_math_retool` writes them (problem + code_interpreter instruction, tool agent)."""
+    from verl_recipes.data.dapo_math import _row
+
+    rows = []
+    for i in range(n):
+        row = _row("math_dapo", *_problem(rng), retool=True)
+        row["extra_info"] = {**row["extra_info"], "split": split, "index": i}
+        rows.append(row)
+    return rows
+
+
+# dataset name -> row maker; the file names come from verl_recipes.data.prepare.outputs so the recipe finds them
+ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math_retool": _retool_rows,
+        "deepeyes": tiny_vl.deepeyes_rows}
+MODELS = {"qwen2": build_qwen2, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl}
+
+
+def write_datasets(datasets: list[str], data_dir: Path, seed: int = 0) -> list[Path]:
+    from verl_recipes.data.prepare import outputs
+
+    rng, written = random.Random(seed), []
+    for dataset in datasets:
+        if dataset not in ROWS:
+            raise SystemExit(f"no tiny rows for dataset '{dataset}': add a row maker to verl_recipes/smoke/tiny.py ROWS")
+        for path in outputs(dataset, data_dir / dataset):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            size = 64 if path.stem == "train" else 16
+            pd.DataFrame(ROWS[dataset](path.stem, size, rng)).to_parquet(path)
+            written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    from verl_recipes import catalog
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--recipe", required=True, help="name[/vN][:variant]; its card says the family and datasets")
+    ns = parser.parse_args(argv)
+    recipe = catalog.parse(ns.recipe)
+    family = recipe.card_value("tiny_family")
+    if family not in MODELS:
+        raise SystemExit(f"{recipe.label}: its card's tiny_family is {family!r}; this recipe has no one-GPU tiny path "
+                         f"(known families: {', '.join(MODELS)})")
+    model = MODELS[family](ns.out / "model")
+    files = write_datasets(recipe.card_value("data", []), ns.out / "data")
+    print(f"tiny {family} model -> {model}; data -> {[str(f) for f in files]}")
+    if recipe.card_value("tiny_tool_call"):
+        print(f"taught to call its tool: {teach_tool_call(recipe, model, [f for f in files if f.stem == 'train'])}")
+    return 0
+
+
+def teach_tool_call(recipe, model: Path, train_files: list[Path]) -> dict:
+    """Agent recipes: teach the model the card's `tiny_tool_call` on the recipe's own prompts and tool schemas."""
+    from verl_recipes.compose import compose
+    from verl_recipes.smoke.run import overlay_args
+    from verl_recipes.smoke.teach import teach
+    from verl_recipes.smoke.tokenizer import tool_schemas
+
+    cfg = compose(recipe, overlay_args(recipe, True, str(model)))
+    tool_config = Path(str(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path))
+    rows = [row for file in train_files for row in pd.read_parquet(file).to_dict("records")]
+    return teach(model, rows, tool_schemas(tool_config), dict(recipe.card_value("tiny_tool_call")))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
