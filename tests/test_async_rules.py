@@ -11,8 +11,8 @@ from omegaconf import OmegaConf, open_dict
 
 from verl_recipes import catalog
 from verl_recipes.check import async_training
-from verl_recipes.entrypoints import FULLY_ASYNC, MAIN_PPO, nodes_needed
 from verl_recipes.compose import compose
+from verl_recipes.entrypoints import FULLY_ASYNC, MAIN_PPO, nodes_needed
 
 NODE_GPUS = 8
 

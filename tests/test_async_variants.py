@@ -14,10 +14,9 @@ from omegaconf import OmegaConf
 
 from verl_recipes import catalog
 from verl_recipes.check.async_training import async_errors
-from verl_recipes.entrypoints import FULLY_ASYNC, MAIN_PPO
 from verl_recipes.check.recipe import check
-from verl_recipes.compose import own_files
-from verl_recipes.compose import compose, compose_verl_base, flatten
+from verl_recipes.compose import compose, compose_verl_base, flatten, own_files
+from verl_recipes.entrypoints import FULLY_ASYNC, MAIN_PPO
 
 RECIPE = ("qwen25-7b-grpo", "v1")
 # Our async files in Hydra merge order (later wins), for each variant.

@@ -21,8 +21,14 @@ import pytest
 
 from verl_recipes import catalog, cluster, entrypoints
 from verl_recipes.catalog import REPO, RecipeError
-from verl_recipes.check.preflight import cluster_gpu_problems, missing_packages, required_objects, required_packages
-from verl_recipes.check.preflight import node_plan, shared_paths
+from verl_recipes.check.preflight import (
+    cluster_gpu_problems,
+    missing_packages,
+    node_plan,
+    required_objects,
+    required_packages,
+    shared_paths,
+)
 from verl_recipes.compose import compose
 from verl_recipes.entrypoints import Pool
 from verl_recipes.launch import write_run_config

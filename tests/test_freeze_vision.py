@@ -12,14 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import verl
 from omegaconf import OmegaConf
 from transformers import AutoModelForImageTextToText, Qwen2Config, Qwen2ForCausalLM
-
-import verl_recipes.runtime.freeze_vision as freeze_vision
-import verl
 from verl.workers.config import FSDPOptimizerConfig
 from verl.workers.config.optimizer import build_optimizer
 from verl.workers.engine import EngineRegistry, FSDPEngine
+
+import verl_recipes.runtime.freeze_vision as freeze_vision
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECK_SCRIPT = REPO_ROOT / "tests" / "gpu" / "freeze_vision_check.py"

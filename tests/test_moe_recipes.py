@@ -16,8 +16,7 @@ from omegaconf import OmegaConf
 from verl_recipes import catalog
 from verl_recipes.catalog import REPO
 from verl_recipes.check.keys import unknown_and_ignored_keys
-from verl_recipes.compose import own_files
-from verl_recipes.compose import compose, compose_verl_base, flatten
+from verl_recipes.compose import compose, compose_verl_base, flatten, own_files
 from verl_recipes.planner import hf_total_params, model_shape, plan
 
 BIG = "qwen3-235b-a22b-grpo"

@@ -4,7 +4,12 @@ import pytest
 from test_planner_hf_configs import QWEN2_5_1_5B, QWEN2_5_7B, QWEN2_5_VL_7B, QWEN3_8B, QWEN3_30B_A3B, QWEN3_235B_A22B
 
 from verl_recipes.planner.model_shape import hf_total_params, model_shape
-from verl_recipes.planner.rollout_memory import VLLM_RESERVE_GIB, kv_bytes_per_token, rollout_memory, rollout_weight_params
+from verl_recipes.planner.rollout_memory import (
+    VLLM_RESERVE_GIB,
+    kv_bytes_per_token,
+    rollout_memory,
+    rollout_weight_params,
+)
 
 GIB = 2**30
 

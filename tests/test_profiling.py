@@ -12,11 +12,11 @@ import torch.profiler
 from omegaconf import OmegaConf, open_dict
 
 from verl_recipes import catalog
+from verl_recipes.check import preflight
+from verl_recipes.check.preflight import profiling_preflight
 from verl_recipes.check.recipe import check
 from verl_recipes.compose import compose, split_args
-from verl_recipes.check import preflight
 from verl_recipes.perf import profile_args
-from verl_recipes.check.preflight import profiling_preflight
 from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, PRESETS, nsys_capture_ranges
 
 RECIPE = "qwen25-7b-grpo"

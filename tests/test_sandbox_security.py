@@ -135,7 +135,7 @@ def runs(tmp_path_factory):
         try:
             listener.accept()[0].close()
             connected = True
-        except socket.timeout:
+        except TimeoutError:
             connected = False
     return {"results": results, "connected": connected, "tempdir": tempdir}
 

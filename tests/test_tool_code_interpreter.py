@@ -8,7 +8,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from verl_recipes.runtime.tools.code_interpreter import CodeInterpreterTool, extract_code, format_result, print_last_expression
+from verl_recipes.runtime.tools.code_interpreter import (
+    CodeInterpreterTool,
+    extract_code,
+    format_result,
+    print_last_expression,
+)
 from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxResult, SandboxUnavailableError
 from verl_recipes.runtime.tools.sandbox_fusion import SandboxFusionClient
 

@@ -9,10 +9,10 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from verl_recipes.runtime.rewards.geo3k import compute_score
 from verl_recipes import catalog
-from verl_recipes.compose import compose, flatten
 from verl_recipes.check.passthrough import check as open_dict_errors
+from verl_recipes.compose import compose, flatten
+from verl_recipes.runtime.rewards.geo3k import compute_score
 from verl_recipes.smoke import tiny_vl
 
 DAPO = "qwen25-vl-7b-geo3k-dapo"

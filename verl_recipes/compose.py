@@ -13,16 +13,16 @@ import re
 import shlex
 from pathlib import Path
 
+import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
-import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from verl_recipes.check import keys as verl_keys
-from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
 from verl_recipes import entrypoints
+from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
+from verl_recipes.check import keys as verl_keys
 from verl_recipes.entrypoints import config_dir_of, searchpath
 
 
@@ -117,7 +117,7 @@ def resolved(cfg: DictConfig, recipe: Recipe) -> DictConfig:
         raise RecipeError(f"{recipe.label}: cannot resolve the config: {err}") from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compose_verl_base(config_name: str, model_engine: str) -> DictConfig:
     """verl's own config for an entry point, with nothing of ours: the schema a recipe is checked against."""
     with initialize_config_dir(config_dir=config_dir_of(config_name), version_base=None):

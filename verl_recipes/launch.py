@@ -16,8 +16,8 @@ from omegaconf import DictConfig
 
 from verl_recipes import entrypoints
 from verl_recipes.catalog import REPO, Recipe, RecipeError
-from verl_recipes.check.recipe import check
 from verl_recipes.check.preflight import gpu_problems, missing_packages, profiling_preflight, required_packages
+from verl_recipes.check.recipe import check
 from verl_recipes.compose import compose, runs_dir, to_yaml
 
 

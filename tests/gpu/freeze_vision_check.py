@@ -32,6 +32,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 sys.path.insert(0, REPO_ROOT)  # so verl's import of verl_recipes.runtime.freeze_vision, and ours below, find this repo
 
 from verl_recipes.verl_cpu import use_cpu_platform  # noqa: E402
+
 HOOK_MODULE = "verl_recipes.runtime.freeze_vision"
 IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 100, 101, 102, 103
 VOCAB_SIZE = 512
@@ -101,9 +102,8 @@ def save_random_model(model_type: str, size: str, path: str) -> None:
 
 
 def compose_actor_config(model_path: str, strategy: str, use_orig_params: bool, freeze: bool):
-    from hydra import compose, initialize_config_dir
-
     import verl
+    from hydra import compose, initialize_config_dir
 
     overrides = [
         f"actor_rollout_ref.model.path={model_path}",

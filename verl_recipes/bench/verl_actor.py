@@ -29,10 +29,9 @@ def init_single_process(cpu: bool, port: int = 29531) -> None:
 
 def compose(model_path: str, overrides: list[str]):
     """actor_rollout_ref of verl's ppo_trainer.yaml with our overrides (Hydra syntax, as a recipe would pass)."""
+    import verl
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-
-    import verl
 
     base = [
         f"actor_rollout_ref.model.path={model_path}",

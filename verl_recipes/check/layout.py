@@ -7,10 +7,19 @@ and ends with the config keys to change.
 from omegaconf import DictConfig
 
 from verl_recipes import entrypoints
-from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, get, megatron_parallel, megatron_recompute
-from verl_recipes.planner.config import world_size
+from verl_recipes.planner.config import (
+    FSDP,
+    MEGATRON,
+    OVERRIDE,
+    ROLLOUT,
+    get,
+    megatron_parallel,
+    megatron_recompute,
+    world_size,
+)
 from verl_recipes.planner.megatron_memory import MegatronParallel, Recompute
 from verl_recipes.planner.model_shape import ModelShape
+
 WORLD = "trainer.nnodes × trainer.n_gpus_per_node"
 SELECTIVE_RECOMPUTE_MODULES = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"}
 
@@ -21,7 +30,7 @@ def _divides(divisor: int, total: int) -> bool:
 
 def megatron_layout_errors(shape: ModelShape, parallel: MegatronParallel, recompute: Recompute) -> list[str]:
     errors = []
-    tp, pp, cp, ep, etp = parallel.tp, parallel.pp, parallel.cp, parallel.ep, parallel.expert_tp
+    tp, pp, cp, etp = parallel.tp, parallel.pp, parallel.cp, parallel.expert_tp
     if not _divides(tp * pp * cp, parallel.world_size):
         errors.append(
             f"[TP×PP×CP divides the world size] {tp}×{pp}×{cp} = {tp * pp * cp} does not divide "

@@ -38,7 +38,6 @@ from verl_recipes.catalog import REPO
 from verl_recipes.check.keys import VERL_VERSION
 from verl_recipes.compose import flatten
 from verl_recipes.entrypoints import Pool
-
 from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, nsys_capture_ranges
 
 GB = 1024**3

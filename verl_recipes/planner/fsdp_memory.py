@@ -17,8 +17,13 @@ The activation slope and the fixed overhead are named constants below, to be cal
 
 from dataclasses import dataclass
 
-from verl_recipes.planner.model_shape import ModelShape, attention_params, embedding_params, hf_total_params
-from verl_recipes.planner.model_shape import mlp_block_params
+from verl_recipes.planner.model_shape import (
+    ModelShape,
+    attention_params,
+    embedding_params,
+    hf_total_params,
+    mlp_block_params,
+)
 
 GIB = 2**30
 FP32_PARAM_BYTES = 4  # model_dtype fp32: the sharded parameter

@@ -11,8 +11,14 @@ LayerNorm fused into linear_qkv, counted 0), router parameters counted 0, untied
 
 from dataclasses import dataclass
 
-from verl_recipes.planner.model_shape import ModelShape, attention_params, embedding_params, mlp_block_params
-from verl_recipes.planner.model_shape import gated_mlp_params, routed_expert_params
+from verl_recipes.planner.model_shape import (
+    ModelShape,
+    attention_params,
+    embedding_params,
+    gated_mlp_params,
+    mlp_block_params,
+    routed_expert_params,
+)
 
 GIB = 2**30
 BF16_BYTES = 2

@@ -13,11 +13,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, megatron_parallel, megatron_recompute
+from verl_recipes.planner.config import get as _get
+from verl_recipes.planner.config import require as _require
 from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown
-from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, MegatronParallel, Recompute, megatron_memory
+from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, megatron_memory
 from verl_recipes.planner.model_shape import ModelShape, model_shape
-from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, get as _get, megatron_parallel
-from verl_recipes.planner.config import megatron_recompute, require as _require
 from verl_recipes.planner.rollout_memory import VLLM_SLEEP_RESIDUAL_GIB, RolloutEstimate, rollout_memory
 
 ACTOR = "actor_rollout_ref.actor"

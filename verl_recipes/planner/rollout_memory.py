@@ -6,8 +6,13 @@ profiled activations with KV cache. The activation/CUDA-graph part is a document
 
 from dataclasses import dataclass
 
-from verl_recipes.planner.model_shape import ModelShape, attention_params, embedding_params, gated_mlp_params
-from verl_recipes.planner.model_shape import routed_expert_params
+from verl_recipes.planner.model_shape import (
+    ModelShape,
+    attention_params,
+    embedding_params,
+    gated_mlp_params,
+    routed_expert_params,
+)
 
 GIB = 2**30
 BF16_BYTES = 2

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from verl_recipes import entrypoints
 from verl_recipes.catalog import Recipe, RecipeError
-from verl_recipes.compose import split_args
 from verl_recipes.check import gates, weights
+from verl_recipes.compose import split_args
 
 
 def frozen_modules(recipe: Recipe) -> list[str] | None:

@@ -7,7 +7,7 @@ Tool config keys (verl_recipes/runtime/tools/code_interpreter.yaml): see CONFIG_
 
 import ast
 import re
-from typing import Any, Optional
+from typing import Any
 
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
@@ -62,7 +62,7 @@ def format_result(result) -> str:
 
 
 class CodeInterpreterTool(BaseTool):
-    def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema]):
+    def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None):
         super().__init__(config, tool_schema)
         unknown = sorted(set(config) - set(CONFIG_DEFAULTS))
         if unknown:
@@ -87,7 +87,7 @@ class CodeInterpreterTool(BaseTool):
         else:
             self.backend = LocalSandbox(limits, cfg["max_concurrency"], allow_weak_sandbox=cfg["allow_weak_sandbox"])
 
-    def _argument_error(self, parameters) -> Optional[str]:
+    def _argument_error(self, parameters) -> str | None:
         if not isinstance(parameters, dict) or "code" not in parameters:
             return "code_interpreter needs a JSON object with a string argument `code` holding the Python code"
         code = parameters["code"]

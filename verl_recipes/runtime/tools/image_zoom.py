@@ -15,7 +15,7 @@ Tool config keys (verl_recipes/runtime/tools/image_zoom.yaml): see CONFIG_DEFAUL
 import base64
 import io
 import math
-from typing import Any, Optional
+from typing import Any
 from uuid import uuid4
 
 from PIL import Image
@@ -100,7 +100,7 @@ def crop_box(bbox: Any, width: int, height: int, min_size: int) -> tuple[int, in
 
 
 class ImageZoomInTool(BaseTool):
-    def __init__(self, config: dict, tool_schema: Optional[OpenAIFunctionToolSchema]):
+    def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None):
         super().__init__(config, tool_schema)
         unknown = sorted(set(config) - set(CONFIG_DEFAULTS))
         if unknown:
@@ -114,7 +114,7 @@ class ImageZoomInTool(BaseTool):
                 raise ValueError(f"image_zoom_in_tool config: {low} must not exceed {high}")
         self._create_images: dict[str, Any] = {}
 
-    async def create(self, instance_id: Optional[str] = None, create_kwargs: Optional[dict] = None, **kwargs):
+    async def create(self, instance_id: str | None = None, create_kwargs: dict | None = None, **kwargs):
         instance_id = instance_id or str(uuid4())
         self._create_images[instance_id] = (create_kwargs or {}).get("image")
         return instance_id, ToolResponse()
