@@ -13,14 +13,17 @@ ARGS ?=
 RECIPES := $(sort $(notdir $(wildcard recipes/*)))
 SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
-.PHONY: help setup test check list cp diff $(RECIPES) \
+.PHONY: help setup test test-fast lint check pin list cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
 	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
 
 help:
 	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
-	@echo "make test                       the test suite (CPU; GPU tests skip)"
-	@echo "make check                      prove every recipe, version and variant against the installed verl"
+	@echo "make test                       the whole test suite, as CI runs it (CPU; GPU tests skip with the reason)"
+	@echo "make test-fast                  the unit tier for the edit loop (< 90 s): no minute-scale proofs"
+	@echo "make lint                       ruff over the tree"
+	@echo "make check                      prove every recipe, version and variant against the installed verl and its pin"
+	@echo "make pin                        rewrite the pinned resolved configs (recipes/<name>/<version>/resolved/) on purpose"
 	@echo "make list                       recipes, versions, variants and status"
 	@echo "make <recipe>                   launch on this GPU node       [V=vN VARIANT=name ARGS=\"k=v ...\"]"
 	@echo "make <recipe> CLUSTER=http://<head>:8265   submit to a Ray cluster instead (docs/multinode.md; SLURM:"
@@ -49,8 +52,17 @@ setup:
 test:
 	$(PY) -m pytest -q tests
 
+test-fast:
+	$(PY) -m pytest -q -m "not slow" tests
+
+lint:
+	$(PY) -m ruff check .
+
 check:
 	$(RECIPE) check all
+
+pin:
+	$(RECIPE) pin all
 
 list:
 	@$(RECIPE) list

@@ -1,6 +1,11 @@
-"""Shared test setup: GPU-only tests are marked `gpu` and skipped where no CUDA device is visible."""
+"""Shared test setup: GPU-only tests are marked `gpu` and skipped where no CUDA device is visible; a scratch copy
+of the recipe tree for tests that edit it."""
+
+import shutil
 
 import pytest
+
+from verl_recipes.catalog import REPO
 
 
 def _cuda_available() -> bool:
@@ -19,3 +24,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def scratch_root(tmp_path, monkeypatch):
+    """A copy of recipes/, configs/ and models/ that a test may edit (RL_RECIPE_ROOT points there)."""
+    for folder in ("recipes", "configs", "models"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path))
+    return tmp_path

@@ -1,4 +1,4 @@
-"""Megatron actor memory: the estimator's worked cases (performance.md §3.9) and its rules."""
+"""Megatron actor memory: the estimator's worked cases (mbridge memory_estimator: the 83.27 GB case of NVIDIA's talks) and its rules."""
 
 import pytest
 from test_planner_hf_configs import QWEN2_5_1_5B, QWEN2_5_7B, QWEN3_30B_A3B
@@ -101,7 +101,7 @@ def test_full_block_recompute_keeps_the_non_recomputed_layers():
     uniform = megatron_memory(QWEN7B, parallel, 2, 10240, Recompute("full", "uniform", 1)).stages[0]
     all_block = megatron_memory(QWEN7B, parallel, 2, 10240, Recompute("full", "block", 28)).stages[0]
     half_block = megatron_memory(QWEN7B, parallel, 2, 10240, Recompute("full", "block", 14)).stages[0]
-    per_layer = 812_646_400  # §3.9 table
+    per_layer = 812_646_400  # the estimator's per-layer count
     assert all_block.activation_elements == uniform.activation_elements
     assert half_block.activation_elements == pytest.approx(uniform.activation_elements + 14 * per_layer)
 

@@ -29,7 +29,7 @@ FSDP_RECIPE = [
     f"{ROLLOUT}.tensor_model_parallel_size=2",
     f"{ROLLOUT}.gpu_memory_utilization=0.6",
 ]
-# the seed's Megatron case: TP2, mbs 2, prompt 2k + response 8k
+# the Megatron case of NVIDIA's RL pipeline tuning talk: TP2, mbs 2, prompt 2k + response 8k
 SEED_MEGATRON = [
     "model_engine=megatron",
     f"{MEGATRON}.tensor_model_parallel_size=2",

@@ -1,4 +1,4 @@
-"""vLLM rollout memory: KV bytes per token (performance.md §5.2 table), weights, capacity."""
+"""vLLM rollout memory: KV bytes per token (2 x layers x KV heads x head_dim x 2 bytes), weights, capacity."""
 
 import pytest
 from test_planner_hf_configs import QWEN2_5_1_5B, QWEN2_5_7B, QWEN2_5_VL_7B, QWEN3_8B, QWEN3_30B_A3B, QWEN3_235B_A22B

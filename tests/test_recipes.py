@@ -19,15 +19,6 @@ from verl_recipes.compose import compose, flatten
 QWEN = "qwen25-7b-grpo"
 
 
-@pytest.fixture
-def scratch_root(tmp_path, monkeypatch):
-    """A copy of recipes/, configs/ and models/ that a test may edit (RL_RECIPE_ROOT points there)."""
-    for folder in ("recipes", "configs", "models"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path))
-    return tmp_path
-
-
 def _edit_yaml(path: Path, edit) -> None:
     text = path.read_text()
     header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))

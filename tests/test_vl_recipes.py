@@ -76,7 +76,7 @@ def test_grpo_variant_differs_from_dapo_only_in_algorithm_keys():
     changed = {key for key in dapo.keys() | grpo.keys() if dapo.get(key, "<absent>") != grpo.get(key, "<absent>")}
     outside = {key for key in changed if key not in ALGORITHM_KEYS and not key.startswith(ALGORITHM_PREFIXES)}
     assert not outside, f"the grpo variant changes non-algorithm keys: {sorted(outside)}"
-    # and it is the seed's GRPO baseline: KL loss on, symmetric clip, no filtering, no overlong shaping, n 5
+    # and it is the talk's GRPO baseline: KL loss on, symmetric clip, no filtering, no overlong shaping, n 5
     assert {key: grpo.get(key) for key in (
         "actor_rollout_ref.actor.use_kl_loss", "actor_rollout_ref.actor.clip_ratio_high",
         "algorithm.filter_groups.enable", "reward.reward_manager.name", "actor_rollout_ref.rollout.n",

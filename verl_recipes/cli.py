@@ -31,6 +31,7 @@ def cmd_show(ns) -> int:
 
 
 def cmd_check(ns) -> int:
+    from verl_recipes import pins
     from verl_recipes.check.recipe import check
     from verl_recipes.compose import split_args
     from verl_recipes.smoke.run import overlay, overlay_args
@@ -52,6 +53,8 @@ def cmd_check(ns) -> int:
     failed = 0
     for recipe, label, args in runs:
         errors = check(recipe, args)
+        if not label and not args:  # the recipe as published: it must still compose to its pin
+            errors += [f"{recipe.label}: {e}" for e in pins.drift(recipe)]
         failed += bool(errors)
         print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}")
         for error in errors:
@@ -102,6 +105,19 @@ def cmd_smoke(ns) -> int:
     return max(run.run(r, ns.args, tiny) for r in recipes)
 
 
+def cmd_pin(ns) -> int:
+    from verl_recipes import pins
+
+    recipes = catalog.all_recipes() if ns.name == "all" else [r for r in catalog.all_recipes() if r.name == ns.name]
+    if not recipes:
+        raise RecipeError(f"no recipe '{ns.name}' under recipes/ (known: {', '.join(catalog.names())})")
+    changed = pins.pin(recipes)
+    for path in changed:
+        print(f"pinned {path.relative_to(catalog.root())}")
+    print(f"{len(changed)} of {len(recipes)} pin(s) rewritten; commit them with the change that moved them")
+    return 0
+
+
 def cmd_cp(ns) -> int:
     from verl_recipes.copy_recipe import copy_recipe
 
@@ -142,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--variant", default="", help="a variant file of the version, e.g. megatron")
         p.add_argument("--args", default="", help="Hydra overrides, e.g. \"trainer.total_epochs=1\"")
         p.set_defaults(fn=fn)
+    p = sub.add_parser("pin", help="rewrite the pinned resolved configs (recipes/<name>/<version>/resolved/)")
+    p.add_argument("name", nargs="?", default="all", help="a recipe folder name, or 'all' (default)")
+    p.set_defaults(fn=cmd_pin)
     p = sub.add_parser("cp", help="copy a recipe into a new one that inherits it")
     p.add_argument("source", help="name[/vN][:variant]")
     p.add_argument("new_name")

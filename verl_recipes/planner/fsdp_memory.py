@@ -12,7 +12,7 @@ so they do not lower the training peak; they free the GPU during rollout. Only
 the optimizer step on the CPU during training.
 
 The activation slope and the fixed overhead are named constants below, to be calibrated on a GPU
-(performance.md §7 E1); `fsdp_breakdown` returns every term so a calibration script can compare each.
+(tests/gpu/calibrate_fsdp.py measures it); `fsdp_breakdown` returns every term so a calibration script can compare each.
 """
 
 from dataclasses import dataclass
@@ -44,7 +44,7 @@ LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 6
 FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 0
 # FSDP units whose bf16 parameters are gathered at the same time (the running one + one prefetched).
 FSDP_GATHERED_UNITS = 2
-# CUDA context + NCCL communicators + cuBLAS workspaces, per GPU (guide §3.9 caveat: about 2–5 GB).
+# CUDA context + NCCL communicators + cuBLAS workspaces, per GPU (about 2-5 GB).
 CUDA_CONTEXT_NCCL_GIB = 3.0
 
 

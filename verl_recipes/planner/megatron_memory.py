@@ -1,8 +1,7 @@
 """Per-GPU memory of a Megatron actor, by the method of ISEEKYAN/mbridge memory_estimator.
 
-Section numbers (§3.x) refer to /work/shared/guides/performance.md, which documents that
-estimator. Counts are elements (activations) and parameters; bytes come at the end:
-activations are bf16 (2 B), weights+grads+optimizer use bytes_per_param (§3.3). Units are GiB.
+Counts are elements (activations) and parameters; bytes come at the end: activations are bf16 (2 B),
+weights+grads+optimizer use bytes_per_param. Units are GiB.
 
 Conventions kept from the estimator so its numbers are reproduced exactly: TE layer spec (input
 LayerNorm fused into linear_qkv, counted 0), router parameters counted 0, untied embeddings
@@ -84,7 +83,7 @@ class MegatronEstimate:
         return max(self.stages, key=lambda stage: stage.total_gib)
 
 
-# ---- §3.2 layer split over PP stages and VPP chunks ----
+# ---- layer split over PP stages and VPP chunks ----
 
 
 def layers_per_stage(num_layers: int, parallel: MegatronParallel) -> list[int]:
@@ -103,11 +102,11 @@ def layers_per_stage(num_layers: int, parallel: MegatronParallel) -> list[int]:
     return counts
 
 
-# ---- §3.2 parameters ----
+# ---- parameters ----
 
 
 def layer_params(shape: ModelShape, parallel: MegatronParallel) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one GPU. Expert params get expert-DP bytes (§3.3)."""
+    """(dense, expert) parameters of one layer on one GPU. Expert params get expert-DP bytes."""
     dense = attention_params(shape, parallel.tp)
     if not shape.is_moe:
         return dense + mlp_block_params(shape, parallel.tp), 0.0
@@ -119,12 +118,12 @@ def layer_params(shape: ModelShape, parallel: MegatronParallel) -> tuple[float, 
 def bytes_per_param(
     use_distributed_optimizer: bool, optimizer_shards: int, optimizer_cpu_offload_fraction: float = 0.0
 ) -> float:
-    """§3.3: 18 B without distributed optimizer, else 6 + 12/shards; the offloaded optimizer share leaves the GPU."""
+    """18 B without distributed optimizer, else 6 + 12/shards; the offloaded optimizer share leaves the GPU."""
     shards = optimizer_shards if use_distributed_optimizer else 1
     return WEIGHT_AND_GRAD_BYTES + OPTIMIZER_BYTES * (1 - optimizer_cpu_offload_fraction) / shards
 
 
-# ---- §3.4 activations of one transformer layer (elements, one micro-batch of t tokens) ----
+# ---- activations of one transformer layer (elements, one micro-batch of t tokens) ----
 
 
 def attention_activations(shape: ModelShape, parallel: MegatronParallel, tokens: float, recompute: Recompute) -> float:
@@ -184,7 +183,7 @@ def layer_activations(shape: ModelShape, parallel: MegatronParallel, tokens: flo
     )
 
 
-# ---- §3.6 in-flight micro-batches of 1F1B ----
+# ---- in-flight micro-batches of 1F1B ----
 
 
 def microbatches_in_flight(parallel: MegatronParallel, pp_rank: int, chunk: int) -> int:
@@ -199,7 +198,7 @@ def microbatches_in_flight(parallel: MegatronParallel, pp_rank: int, chunk: int)
     return min(2 * (pp - pp_rank) + 1, pp)
 
 
-# ---- §3.5–3.8 one PP rank ----
+# ---- one PP rank ----
 
 
 def chunk_activations(
@@ -214,9 +213,9 @@ def chunk_activations(
     is_last: bool,
     drop_logits: bool,
 ) -> float:
-    """Activations of one model chunk: §3.6 (no recompute) or §3.7 (full recompute)."""
+    """Activations of one model chunk: no recompute, or full recompute."""
     h = shape.hidden_size
-    pre = tokens * h if is_first else 0  # embedding output (§3.5; dropout p = 0 adds nothing)
+    pre = tokens * h if is_first else 0  # embedding output (dropout p = 0 adds nothing)
     final_norm = tokens * h if is_last else 0
     post = 3 * tokens * shape.vocab_size / parallel.tp if is_last and not drop_logits else 0  # logits + fp32 softmax
     per_layer = layer_activations(shape, parallel, tokens, recompute)
@@ -271,9 +270,9 @@ def stage_memory(
             drop_logits=drop_logits,
         )
         for chunk in range(vpp)
-    ) / parallel.cp  # §3.8
+    ) / parallel.cp  # CP splits every activation
     dense_bytes = bytes_per_param(use_distributed_optimizer, parallel.dp * parallel.cp, optimizer_cpu_offload_fraction)
-    expert_dp = parallel.world_size // (parallel.pp * parallel.ep * parallel.expert_tp)  # §3.3 expert DP
+    expert_dp = parallel.world_size // (parallel.pp * parallel.ep * parallel.expert_tp)  # expert data parallelism
     expert_bytes = bytes_per_param(use_distributed_optimizer, expert_dp, optimizer_cpu_offload_fraction)
     if parallel.ep * parallel.expert_tp == 1:  # the estimator splits the two only when EP·ETP > 1
         expert_bytes = dense_bytes

@@ -99,7 +99,7 @@ def qkv_params(shape: ModelShape, tp: int = 1) -> float:
 
 
 def attention_params(shape: ModelShape, tp: int = 1) -> float:
-    """q/k/v + output projection + q/k norms (performance.md §3.2, attention)."""
+    """q/k/v + output projection + q/k norms (Megatron's count, as in mbridge's memory_estimator)."""
     proj = shape.hidden_size * shape.num_attention_heads * shape.head_dim / tp
     qk_norms = 2 * shape.head_dim if shape.qk_layernorm else 0
     return qkv_params(shape, tp) + proj + qk_norms

@@ -63,7 +63,7 @@ def megatron_optimizer_cpu_offload_fraction(cfg: DictConfig) -> float:
 def megatron_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_tokens: int) -> TrainingSide:
     parallel = megatron_parallel(cfg, world_size)
     if _get(cfg, f"{ACTOR}.use_dynamic_bsz", False):
-        # verl's budget is per CP rank: a micro-batch holds budget × CP tokens, split over CP (§3.9 caveat 1)
+        # verl's budget is per CP rank: a micro-batch holds budget × CP tokens, split over CP
         micro_batch, seq_len = 1, _require(cfg, f"{ACTOR}.ppo_max_token_len_per_gpu") * parallel.cp
     else:
         micro_batch, seq_len = _require(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu"), seq_tokens

@@ -1,4 +1,4 @@
-"""vLLM rollout memory per GPU: weights, KV cache capacity, concurrent sequences (performance.md §5.2).
+"""vLLM rollout memory per GPU: weights, KV cache capacity, concurrent sequences.
 
 vLLM takes `gpu_memory_utilization × GPU memory` and fills what is left after the weights and its
 profiled activations with KV cache. The activation/CUDA-graph part is a documented constant.
@@ -17,7 +17,7 @@ from verl_recipes.planner.model_shape import (
 GIB = 2**30
 BF16_BYTES = 2
 # vLLM's profiled activation peak (max_num_batched_tokens 8192), CUDA-graph pool and non-torch
-# allocations inside the gpu_memory_utilization share (§5.2 uses the same 4 GB reserve).
+# allocations inside the gpu_memory_utilization share (a 4 GB reserve).
 VLLM_RESERVE_GIB = 4.0
 # What a sleeping vLLM engine keeps during training (free_cache_engine=True): its CUDA-graph pool.
 VLLM_SLEEP_RESIDUAL_GIB = 1.0

@@ -1,0 +1,99 @@
+"""The package cannot be shadowed: verl 0.9.1's wheel installs top-level `scripts` and `tests` packages, so our code
+lives in `verl_recipes`, installed editable by `make setup`. From any directory, with PYTHONPATH unset, every module
+that a composed recipe names (reward functions, tool classes, hooks, reward managers, dataset classes) must import
+from this repository's files, as verl's Ray workers import them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from verl_recipes import catalog
+from verl_recipes.catalog import REPO
+from verl_recipes.check.preflight import required_objects
+from verl_recipes.compose import compose
+from verl_recipes.smoke.run import overlay_args
+
+
+def named_modules(cfg) -> set[str]:
+    """Modules a resolved config names by Python path."""
+    modules = {obj.partition(":")[0] for obj in required_objects(cfg)}
+    manager = cfg.reward.reward_manager
+    if manager.get("source") == "importlib" and manager.module.path and str(manager.module.path).startswith("pkg://"):
+        modules.add(str(manager.module.path).removeprefix("pkg://"))
+    custom = cfg.data.custom_cls.path
+    if custom and str(custom).startswith("pkg://"):
+        modules.add(str(custom).removeprefix("pkg://"))
+    return modules
+
+
+@pytest.fixture(scope="module")
+def modules() -> set[str]:
+    found = set()
+    for recipe in catalog.all_recipes():
+        found |= named_modules(compose(recipe))
+        if recipe.card_value("tiny_family"):
+            found |= named_modules(compose(recipe, overlay_args(recipe, True, "Qwen/Qwen2.5-0.5B-Instruct")))
+    return found
+
+
+@pytest.mark.slow
+def test_every_named_module_imports_from_this_repository_anywhere(modules, tmp_path):
+    assert {"verl_recipes.runtime.rewards.math", "verl_recipes.runtime.tools.code_interpreter",
+            "verl_recipes.runtime.freeze_vision", "verl_recipes.runtime.rewards.smoke"} <= modules, modules
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    program = ("import importlib, json, sys; "
+               "print(json.dumps({m: importlib.import_module(m).__file__ for m in sys.argv[1:]}))")
+    done = subprocess.run([sys.executable, "-c", program, *sorted(modules)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = json.loads(done.stdout.splitlines()[-1])
+    outside = {m: f for m, f in files.items() if not os.path.realpath(f).startswith(str(REPO / "verl_recipes") + os.sep)}
+    assert not outside, f"imported from outside {REPO}: {outside}"
+
+
+def test_verl_installs_the_names_we_left():
+    """Why the package has its own name: verl's wheel owns top-level `scripts` and `tests`."""
+    from importlib.util import find_spec
+
+    for name in ("scripts", "tests"):
+        spec = find_spec(name)
+        assert spec is None or "site-packages" in (spec.origin or str(spec.submodule_search_locations)), name
+    assert not (REPO / "scripts" / "__init__.py").exists() and not (REPO / "tests" / "__init__.py").exists()
+
+
+def test_the_runtime_part_imports_nothing_else_of_the_package(tmp_path):
+    """A cluster job ships verl_recipes/runtime alone: importing every runtime module must not pull the rest in."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    runtime = sorted(".".join(p.relative_to(REPO).with_suffix("").parts)
+                     for p in (REPO / "verl_recipes/runtime").rglob("*.py") if p.name != "__init__.py"
+                     and p.name != "sandbox_child.py")
+    program = ("import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]; "
+               "print(sorted(m for m in sys.modules if m.startswith('verl_recipes') "
+               "and not m.startswith('verl_recipes.runtime') and m != 'verl_recipes'))")
+    done = subprocess.run([sys.executable, "-c", program, *runtime], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout
+
+
+def test_the_readme_layout_table_matches_the_tree():
+    """Every path the README's layout table names exists, and every top-level folder and subpackage is named."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("## Layout\n"):text.index("\n## ", text.index("## Layout\n") + 1)]
+    cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    named = set()
+    for cell in cells:
+        for path in re.findall(r"`([^`]+)`", cell):
+            named.add(path.split("<")[0].rstrip("/"))
+    for path in named:
+        assert (REPO / path).exists(), f"README layout names {path}, which does not exist"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    top = {p.split("/")[0] for p in tracked if "/" in p and not p.startswith(".")}
+    packages = {str(p.parent.relative_to(REPO)) for p in (REPO / "verl_recipes").glob("*/__init__.py")}
+    missing = {d for d in top | packages if not any(n == d or n.startswith(d + "/") for n in named)}
+    assert not missing, f"README layout table does not name {sorted(missing)}"
