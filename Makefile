@@ -53,7 +53,7 @@ test:
 	$(PY) -m pytest -q tests
 
 test-fast:
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -n 2 -m "not slow" tests
 
 lint:
 	$(PY) -m ruff check .

@@ -54,6 +54,7 @@ def _tool_schemas(tool_config: Path) -> list[dict]:
 # ---------------------------------------------------------------- composed values
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", AGENT_RECIPES)
 def test_multi_turn_tool_agent_is_wired(name):
     from verl.tools.tool_registry import load_all_tools
@@ -123,6 +124,7 @@ def test_deepeyes_has_what_image_tool_replies_need():
 # ---------------------------------------------------------------- make check
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, overlay", [(n, o) for n, spec in AGENT_RECIPES.items() for o in [None, *spec[5]]])
 def test_make_check_proves_recipe_and_smoke_overlays(name, overlay):
     recipe = catalog.get(name)
@@ -140,6 +142,7 @@ def test_retool_planner_verdict_fits_80gb():
     assert sum(term.gib for term in result.training_terms) < 0.75 * 80  # margin for fragmentation
 
 
+@pytest.mark.slow
 def test_rl_takes_the_cold_start_checkpoint_through_model_path(tmp_path):
     hf_dir = tmp_path / "checkpoints" / "global_step_372" / "huggingface"  # what sft.sh leaves
     hf_dir.mkdir(parents=True)

@@ -63,6 +63,7 @@ FULLY_ASYNC_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changes,expected", FULLY_ASYNC_CASES, ids=[next(iter(c)) for c, _ in FULLY_ASYNC_CASES])
 def test_fully_async_invariant_rejected(composed, changes, expected):
     errors = async_errors(broken(composed["async"], changes), FULLY_ASYNC)

@@ -56,6 +56,7 @@ def test_async_files_listed_are_the_ones_composed(variant):
     assert {p for p in composed if p not in recipe} == {catalog.root() / f"{f}.yaml" for f in ASYNC_FILES[variant]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["async", "separate_async"])
 def test_variant_is_the_sync_recipe_plus_async_files(variant):
     composed, ours, sync_keys = raw(variant), set_by(ASYNC_FILES[variant]), raw(None)
@@ -81,6 +82,7 @@ def test_async_keeps_verl_fully_async_choices_for_weights_and_log_probs():
     assert composed["rollout.nnodes"] == "${actor_rollout_ref.rollout.nnodes}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant,args", [
     ("async", ""), ("separate_async", ""),
     ("async", "configs/async=split_8_8"), ("separate_async", "configs/async=split_64_64"),
@@ -97,6 +99,7 @@ def test_generic_node_smoke_overlay_breaks_fully_async():
     assert any("data.train_batch_size must be 0" in e for e in async_errors(cfg, FULLY_ASYNC, 8))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant,args", [
     ("async", ""), ("separate_async", ""),
     ("async", "+configs/smoke=node_fully_async actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct"),
@@ -111,6 +114,7 @@ def test_make_check_proves_the_variants(variant, args):
     assert errors == []
 
 
+@pytest.mark.slow
 def test_separate_async_without_hybrid_engine_needs_the_log_level_workaround():
     """verl 0.9.1 logs with logger.info(..., flush=True) on that path (a TypeError at INFO; found on 2 H200s)."""
     import verl

@@ -27,6 +27,7 @@ def dry_run(tmp_path_factory):
     return completed.stdout, json.loads((out / "actor_update.json").read_text())
 
 
+@pytest.mark.slow
 def test_every_arm_ran_through_verl_and_agreed_on_the_loss(dry_run):
     _, result = dry_run
     assert list(result["arms"]) == ["padded", "verl_default", "ours"]
@@ -37,6 +38,7 @@ def test_every_arm_ran_through_verl_and_agreed_on_the_loss(dry_run):
     assert result["ceilings"]["gemm_tflops"] > 0 and result["ceilings"]["copy_gbps"] > 0
 
 
+@pytest.mark.slow
 def test_packed_arms_stayed_packed_and_padded_arm_paid_for_padding(dry_run):
     _, result = dry_run
     arms, num_seqs = result["arms"], result["settings"]["num_seqs"]
@@ -47,6 +49,7 @@ def test_packed_arms_stayed_packed_and_padded_arm_paid_for_padding(dry_run):
     assert arms["ours"]["micro_batches"] == 1  # the whole dry-run mini-batch fits the token budget
 
 
+@pytest.mark.slow
 def test_proxy_fills_the_budget_and_goals_are_reported(dry_run):
     stdout, result = dry_run
     assert result["proxy"]["tokens"] == result["settings"]["token_budget"] and result["proxy"]["stayed_packed"]

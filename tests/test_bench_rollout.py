@@ -102,6 +102,7 @@ def test_engine_kwargs_are_vllm_engine_args():
         assert set(rollout.engine_kwargs(arm, 2648, 256)) <= fields
 
 
+@pytest.mark.slow
 def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
     env = bench.child_env(OUT=str(tmp_path))
     completed = subprocess.run(
@@ -127,6 +128,7 @@ def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
     assert completed.stdout.rstrip().splitlines()[-1].lstrip().startswith("ours fraction of HBM floor, B=8")
 
 
+@pytest.mark.slow
 def test_run_bounded_kills_the_whole_process_group(tmp_path):
     """An arm's vLLM engine runs in a grandchild process: a timeout must take it down too."""
     marker = tmp_path / "grandchild-survived"

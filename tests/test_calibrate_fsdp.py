@@ -166,6 +166,7 @@ def free_port():
         return str(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_cpu_dry_run_trains_through_verl_fsdp2_with_and_without_fused_kernels(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "MASTER_PORT": free_port(), "PYTHONPATH": str(REPO_ROOT)}
     run = subprocess.run(

@@ -120,6 +120,7 @@ def run_env(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monkeypatch, capsys):
     recipes = catalog.all_recipes()
     expected = sorted({obj for r in recipes for obj in required_objects(compose(r))})
@@ -149,6 +150,7 @@ def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monk
     assert not (job / "recipes").exists() and not (job / "configs").exists()
 
 
+@pytest.mark.slow
 def test_preflight_names_the_missing_gpus_of_a_live_cluster(ray_cluster):
     cfg = compose(catalog.get(QWEN))
     address = ray_cluster()
@@ -200,6 +202,7 @@ def test_topology_errors_name_what_the_cluster_lacks(pools, nodes, error):
         assert len(errors) == 1 and errors[0].startswith(error), errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, variant, pools", [
     (QWEN, None, [("trainer", 1, 8)]),
     (QWEN, "megatron", [("trainer", 1, 8)]),
@@ -214,6 +217,7 @@ def test_gpu_pools_of_real_recipes(name, variant, pools):
     assert [(p.name, p.nnodes, p.gpus_per_node) for p in found] == pools
 
 
+@pytest.mark.slow
 def test_job_config_ships_repo_paths_relative_and_keeps_shared_ones(run_env):
     recipe = catalog.get(QWEN)
     cfg = compose(recipe, [f"actor_rollout_ref.rollout.multi_turn.tool_config_path={REPO / CODE_INTERPRETER}"])
@@ -273,6 +277,7 @@ def test_node_check_names_every_problem_it_finds(tmp_path):
     assert len(problems) == 4 + len(missing_here)
 
 
+@pytest.mark.slow
 def test_flash_attention_is_required_unless_the_config_runs_on_sdpa():
     """verl 0.9.1's FSDP models default to flash_attention_2 (workers/config/model.py); the tiny overlay opts out."""
     from importlib.util import find_spec

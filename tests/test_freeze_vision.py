@@ -342,6 +342,7 @@ def free_port():
         return str(sock.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_real_verl_fsdp2_engine_step_on_cpu(tmp_path):
     """The GPU check's own code path on CPU: verl imports the hook via external_lib, builds its FSDP2 engine,
     runs train_batch with ppo_loss on an image batch; the tower stays bit-identical, the LM moves, and FSDP1

@@ -69,6 +69,7 @@ def all_moe_configs():
     return [(BIG, v) for v in (None, *PRESETS)] + [(STANDIN, None)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", PRESETS)
 def test_preset_composes_with_its_layout(variant):
     nodes, tp, pp, vpp, cp, ep, etp, cpu_share = PRESETS[variant]
@@ -87,6 +88,7 @@ def test_preset_composes_with_its_layout(variant):
     assert megatron.use_mbridge is True and megatron.vanilla_mbridge is False  # Megatron-Bridge, no conversion
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, variant", all_moe_configs())
 def test_total_gpus_tile_the_megatron_and_rollout_layouts(name, variant):
     cfg = composed(name, variant)
@@ -108,6 +110,7 @@ def test_moe_overrides_reach_actor_and_reference(name, variant):
         assert {key: override[key] for key in MOE_OVERRIDES} == MOE_OVERRIDES, role
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, variant", all_moe_configs())
 def test_no_removed_unknown_or_ignored_keys(name, variant):
     recipe = catalog.get(name, variant=variant)

@@ -64,6 +64,7 @@ def test_verl_installs_the_names_we_left():
     assert not (REPO / "scripts" / "__init__.py").exists() and not (REPO / "tests" / "__init__.py").exists()
 
 
+@pytest.mark.slow
 def test_the_runtime_part_imports_nothing_else_of_the_package(tmp_path):
     """A cluster job ships verl_recipes/runtime alone: importing every runtime module must not pull the rest in."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

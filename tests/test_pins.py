@@ -1,16 +1,19 @@
 """Pinned configs (verl_recipes/pins.py): every published version and variant still composes to its committed
 resolved config, and a change under it is named key by key."""
 
+import pytest
 import yaml
 
 from verl_recipes import catalog, cli, pins
 
 
+@pytest.mark.slow
 def test_every_published_recipe_composes_to_its_pin():
     drifted = {recipe.label: pins.drift(recipe) for recipe in catalog.all_recipes()}
     assert not any(drifted.values()), {label: d for label, d in drifted.items() if d}
 
 
+@pytest.mark.slow
 def test_a_retuned_fragment_is_named_in_every_recipe_it_moves(scratch_root, capsys):
     fragment = scratch_root / "configs/rollout/vllm.yaml"
     fragment.write_text(fragment.read_text().replace("gpu_memory_utilization: 0.7", "gpu_memory_utilization: 0.65"))
@@ -27,6 +30,7 @@ def test_a_retuned_fragment_is_named_in_every_recipe_it_moves(scratch_root, caps
     assert pinned["actor_rollout_ref"]["rollout"]["gpu_memory_utilization"] == 0.65
 
 
+@pytest.mark.slow
 def test_a_parent_change_shows_in_the_child_made_by_cp(scratch_root, capsys):
     assert cli.main(["cp", "qwen25-7b-grpo", "my-grpo"]) == 0
     assert pins.pin_file(catalog.get("my-grpo")).is_file()
@@ -44,6 +48,7 @@ def test_a_missing_pin_is_named(scratch_root):
     assert message.startswith("recipes/qwen3-30b-a3b-grpo/v1/resolved/recipe.yaml is missing") and "make pin" in message
 
 
+@pytest.mark.slow
 def test_make_cp_refuses_names_of_make_targets(scratch_root, capsys):
     for name in ("test", "check", "lint", "my-grpo-check", "my-grpo-smoke"):
         assert cli.main(["cp", "qwen25-7b-grpo", name]) == 2

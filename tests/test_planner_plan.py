@@ -177,6 +177,7 @@ def run_cli(tmp_path: Path, overrides: list[str]) -> subprocess.CompletedProcess
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_exit_status_follows_the_verdict(tmp_path):
     fits = run_cli(tmp_path, FSDP_RECIPE)
     assert fits.returncode == 0, fits.stderr

@@ -48,11 +48,13 @@ def test_presets_table_lists_every_fragment():
     assert files == set(PRESETS) | {"common"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fragment", [*PRESETS, "common"])
 def test_fragment_passes_make_check(recipe, fragment):
     assert check(recipe, [f"+configs/profiling={fragment}"]) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_sets_its_tool_and_every_role_follows_steps_and_ranks(profiled, preset):
     cfg = profiled[preset]
@@ -69,6 +71,7 @@ def test_preset_sets_its_tool_and_every_role_follows_steps_and_ranks(profiled, p
     assert preflight.config_problems(cfg) == []
 
 
+@pytest.mark.slow
 def test_nsys_presets_count_capture_ranges_for_the_recipe(profiled):
     worker = lambda p: profiled[p].global_profiler.global_tool_config.nsys.worker_nsight_options  # noqa: E731
     assert worker("nsys_step")["capture-range-end"] == "repeat-shutdown:2"  # one range per step
@@ -77,6 +80,7 @@ def test_nsys_presets_count_capture_ranges_for_the_recipe(profiled):
     assert worker("nsys_step")["cuda-memory-usage"] == "false" and worker("nsys_step")["sample"] == "none"
 
 
+@pytest.mark.slow
 def test_torch_rollout_makes_the_rollout_server_profile(profiled):
     """The exact condition of verl's vLLMHttpServer._should_profile, on verl's own rollout profiler builder:
     ranks are global GPU ranks, mapped to the replica (tensor_model_parallel_size GPUs) that owns them."""
@@ -97,6 +101,7 @@ def test_torch_rollout_makes_the_rollout_server_profile(profiled):
     assert (tool_config.profile_token_start, tool_config.profile_token_end) == (0, 64)
 
 
+@pytest.mark.slow
 def test_torch_rollout_gives_reference_and_critic_the_actors_torch_settings(profiled):
     cfg = profiled["torch_rollout"]
     actor = OmegaConf.to_container(cfg.actor_rollout_ref.actor.profiler.tool_config.torch)
@@ -213,6 +218,7 @@ def test_preflight_ignores_runs_without_a_profiler(base_cfg, tmp_path):
     assert profiling_preflight(base_cfg, tmp_path) == []
 
 
+@pytest.mark.slow
 def test_preflight_names_missing_nsys_and_nvtx(profiled, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder
     monkeypatch.setitem(sys.modules, "nvtx", None)  # import nvtx fails
@@ -222,12 +228,14 @@ def test_preflight_names_missing_nsys_and_nvtx(profiled, tmp_path, monkeypatch):
     assert "'nvtx' is missing" in problems[1] and "pip install nvtx" in problems[1]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("nsys_on_path", "small_output")
 @pytest.mark.parametrize("preset", ["nsys_step", "nsys_discrete"])
 def test_preflight_passes_nsys_when_installed(profiled, preset, tmp_path):
     assert profiling_preflight(profiled[preset], tmp_path / "run") == []
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("small_output")
 def test_preflight_torch_needs_cuda_activity(profiled, tmp_path, monkeypatch):
     activities = torch.profiler.ProfilerActivity
@@ -238,6 +246,7 @@ def test_preflight_torch_needs_cuda_activity(profiled, tmp_path, monkeypatch):
     assert profiling_preflight(profiled["torch_rollout"], tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("small_output")
 def test_preflight_torch_memory_needs_a_cuda_device(profiled, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -246,6 +255,7 @@ def test_preflight_torch_memory_needs_a_cuda_device(profiled, tmp_path, monkeypa
     assert profiling_preflight(profiled["torch_memory"], tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("nsys_on_path")
 def test_preflight_sizes_disk_at_save_path_and_rays_folder(profiled, tmp_path, monkeypatch):
     monkeypatch.setattr(preflight, "NSYS_GB_PER_RANK_STEP", 1e6)  # more than any disk
@@ -257,6 +267,7 @@ def test_preflight_sizes_disk_at_save_path_and_rays_folder(profiled, tmp_path, m
     assert all("about 4000001.0 GB of nsys output expected" in p and "fewer STEPS/RANKS" in p for p in problems)
 
 
+@pytest.mark.slow
 def test_preflight_absolute_save_path_and_torch_memory_estimate(profiled, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(preflight, "SNAPSHOT_BYTES_PER_FRAME", 10**9)
@@ -267,6 +278,7 @@ def test_preflight_absolute_save_path_and_torch_memory_estimate(profiled, tmp_pa
     assert f"about {4 * 100000 * 32 * 10**9 / preflight.GB:.1f} GB" in problems[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks, all_ranks, expected", [
     ([0], False, 1), ([0, 8], False, 1), ([0, 4], False, 2), ([], False, 1), ([3], True, 8), ([0, 1, 9], False, 2),
 ])
@@ -280,6 +292,7 @@ def test_free_gb_reads_the_nearest_existing_folder(tmp_path):
     assert preflight.free_gb(tmp_path / "not" / "yet") == pytest.approx(preflight.free_gb(tmp_path), rel=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changes, message", [
     ({"global_profiler__steps": []}, "global_profiler.steps is empty, so nothing is profiled"),
     ({"global_profiler__steps": [2, 9]}, "goes past trainer.total_training_steps=6"),

@@ -27,6 +27,7 @@ def _edit_yaml(path: Path, edit) -> None:
     path.write_text(header + yaml.safe_dump(data, sort_keys=False))
 
 
+@pytest.mark.slow
 def test_every_recipe_version_variant_and_smoke_overlay_is_proven(capsys):
     assert cli.main(["check", "all"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
@@ -62,6 +63,7 @@ def test_make_show_prints_the_composed_config():
     assert cfg["trainer"]["total_epochs"] == 2 and cfg["actor_rollout_ref"]["actor"]["use_dynamic_bsz"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override, named", [
     ("trainer.total_epoch=2", "did you mean trainer.total_epochs"),  # command-line typo
     ("+actor_rollout_ref.actor.ppo_mini_batchsize=2", "'actor_rollout_ref.actor.ppo_mini_batchsize' is not a key"),
@@ -80,6 +82,7 @@ def test_bad_overrides_are_rejected_naming_the_key(override, named):
     assert any(named in e for e in errors), errors
 
 
+@pytest.mark.slow
 def test_a_typo_inside_a_recipe_yaml_names_the_key_and_the_file(scratch_root):
     path = scratch_root / "recipes" / QWEN / "v1" / "recipe.yaml"
     _edit_yaml(path, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_mini_batchsize=64))
@@ -107,6 +110,7 @@ def test_open_dicts_pass_through_unchecked():
     assert check(catalog.get(QWEN), "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_dtype=fp8") == []
 
 
+@pytest.mark.slow
 def test_cp_then_one_edit_is_proven_and_differs_by_exactly_that_key(scratch_root, capsys):
     assert cli.main(["cp", QWEN, "my-grpo"]) == 0
     new = scratch_root / "recipes" / "my-grpo" / "v1"
@@ -121,6 +125,7 @@ def test_cp_then_one_edit_is_proven_and_differs_by_exactly_that_key(scratch_root
     assert cli.main(["cp", QWEN, "my-grpo"]) == 2  # never overwrites
 
 
+@pytest.mark.slow
 def test_versions_inherit_and_the_latest_is_the_default(scratch_root):
     v2 = scratch_root / "recipes" / QWEN / "v2"
     v2.mkdir()
@@ -155,6 +160,7 @@ def test_launch_without_gpus_stops_at_once_before_any_download(tmp_path):
     assert not (tmp_path / "data").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch):
     """What the launcher hands verl: its own main_ppo loads the file (Hydra --cfg job prints it without running)."""
     from verl_recipes.launch import verl_command, write_run_config
@@ -170,6 +176,7 @@ def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch)
     assert loaded["trainer"]["experiment_name"] == "qwen25-7b-grpo-v1"
 
 
+@pytest.mark.slow
 def test_a_relative_data_dir_names_the_same_files_for_the_recipe_and_data_prep(monkeypatch, tmp_path):
     """RL_DATA_DIR=data (relative) must not make the recipe's data look unproduced."""
     from verl_recipes.data.prepare import outputs

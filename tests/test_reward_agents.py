@@ -60,6 +60,7 @@ def test_retool_counts_tool_calls_when_the_reward_manager_gives_no_num_turns(too
     assert result["turns"] == 2 + 2 * tool_rounds
 
 
+@pytest.mark.slow
 def test_retool_hostile_answer_is_bounded_and_wrong():
     start = time.monotonic()
     result = retool.compute_score("aime2024", "\\boxed{9^{9^{9^{9}}}}", "9", extra_info={"num_turns": 2})

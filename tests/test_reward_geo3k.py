@@ -39,6 +39,7 @@ def test_score_is_accuracy_plus_format(response, ground_truth, acc, well_formatt
     assert result["score"] == pytest.approx(0.9 * acc + 0.1 * well_formatted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "response",
     [

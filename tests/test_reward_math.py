@@ -139,6 +139,7 @@ ADVERSARIAL = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ADVERSARIAL)
 def test_adversarial_answers_return_within_bound(name):
     response, ground_truth, accs = ADVERSARIAL[name]
@@ -158,6 +159,7 @@ def test_timeout_counts_wrong_and_grading_recovers():
         assert compute_score("lighteval/MATH", "\\boxed{\\frac{1}{2}}", "0.5")["acc"] == 1.0
 
 
+@pytest.mark.slow
 def test_bound_holds_off_the_main_thread():
     results = []
 
@@ -180,6 +182,7 @@ def test_many_threads_at_once_get_their_own_answers():
     assert [result["acc"] for result in results] == [acc for _, _, acc in jobs]
 
 
+@pytest.mark.slow
 def test_many_threads_with_some_timeouts():
     jobs = [("\\boxed{10^{10^{10^{10}}}}", "5", 0.0)] * 3 + ANSWERS[:20]
     start = time.monotonic()

@@ -63,6 +63,7 @@ def test_each_run_starts_from_an_empty_working_directory(sandbox):
     assert sandbox.run("import os; print(sorted(os.listdir('.')))").stdout == "['main.py']\n"
 
 
+@pytest.mark.slow
 def test_wall_time_limit_returns_in_time_with_partial_output(sandbox):
     start = time.monotonic()
     result = sandbox.run("import time\nprint('started', flush=True)\ntime.sleep(60)")
@@ -115,6 +116,7 @@ def test_site_packages_can_be_left_out():
     assert result.status == "error" and "ModuleNotFoundError" in result.stderr
 
 
+@pytest.mark.slow
 def test_concurrent_runs_are_bounded_and_do_not_deadlock(sandbox):
     codes = ["import time; time.sleep(0.3); print('done')"] * 24
     before = time.monotonic()
@@ -187,6 +189,7 @@ def test_weak_mode_keeps_limits_and_audit_hook(weak_sandbox, code, status, text)
     assert text in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_weak_mode_hides_secrets_and_kills_escaped_sessions(weak_sandbox, monkeypatch):
     monkeypatch.setenv("FAKE_SECRET", "weak-secret")
     assert "weak-secret" not in weak_sandbox.run("import os; print(os.environ)").stdout

@@ -159,6 +159,7 @@ def _case(runs, name):
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, stdout_part",
     [
@@ -174,6 +175,7 @@ def test_good_code_runs(runs, name, stdout_part):
     assert stdout_part in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, error_text",
     [
@@ -212,6 +214,7 @@ def test_hostile_code_gets_a_clear_error(runs, name, error_text):
     assert "pwned" not in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["infinite_loop", "c_spin", "sleep_forever", "setsid_escape", "ignore_sigterm"])
 def test_runaway_code_is_stopped(runs, name):
     result = _case(runs, name)
@@ -219,6 +222,7 @@ def test_runaway_code_is_stopped(runs, name):
     assert "time limit" in result.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["setsid_escape", "ignore_sigterm", "daemon_double_fork"])
 def test_no_process_survives_the_run(runs, name):
     if not IS_ROOT:
@@ -226,6 +230,7 @@ def test_no_process_survives_the_run(runs, name):
     _assert_nothing_survives(_case(runs, name).stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["memory_bytearray", "memory_list_growth"])
 def test_memory_bombs_hit_the_memory_limit(runs, name):
     result = _case(runs, name)
@@ -233,6 +238,7 @@ def test_memory_bombs_hit_the_memory_limit(runs, name):
     assert "MemoryError" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, stream", [("huge_stdout", "stdout"), ("huge_stderr", "stderr")])
 def test_huge_output_is_cut_at_the_cap(runs, name, stream):
     result = _case(runs, name)
@@ -240,22 +246,26 @@ def test_huge_output_is_cut_at_the_cap(runs, name, stream):
     assert len(getattr(result, stream)) == LIMITS.max_output_bytes
 
 
+@pytest.mark.slow
 def test_disk_is_bounded(runs):
     result = _case(runs, "disk_fill")
     assert result.status == "error"
     assert "No space left on device" in result.stderr
 
 
+@pytest.mark.slow
 def test_threads_bomb_is_bounded(runs):
     result = _case(runs, "threads_bomb")
     assert result.status in ("error", "memory")
     assert "can't start new thread" in result.stderr or "MemoryError" in result.stderr
 
 
+@pytest.mark.slow
 def test_unbounded_recursion_is_bounded(runs):
     assert _case(runs, "deep_recursion_unlimited").status in ("error", "memory", "timeout")
 
 
+@pytest.mark.slow
 def test_files_outside_the_workdir_are_untouched(runs):
     result = _case(runs, "write_tmp")
     # the jail's root is the run's private tmpfs (namespace mode); the host's /tmp never sees the file
@@ -264,6 +274,7 @@ def test_files_outside_the_workdir_are_untouched(runs):
     assert result.status in ("ok", "error")
 
 
+@pytest.mark.slow
 def test_secrets_of_the_trainer_are_invisible(runs):
     for name in ("env_secrets", "parent_environ"):
         result = _case(runs, name)
@@ -271,20 +282,24 @@ def test_secrets_of_the_trainer_are_invisible(runs):
     assert "PermissionError" in _case(runs, "env_secrets").stderr  # /proc/self/environ
 
 
+@pytest.mark.slow
 def test_parent_environ_is_unreadable(runs):
     assert _case(runs, "parent_environ").stdout.count("denied") == 3
 
 
+@pytest.mark.slow
 def test_no_connection_reaches_the_host(runs):
     assert runs["connected"] is False
 
 
+@pytest.mark.slow
 def test_jail_hides_the_host_filesystem(runs):
     # os.stat is not audited: this is the kernel-level view of the run (the jail in namespace mode)
     result = _case(runs, "stat_repo_file")
     assert result.status == "error" and "FileNotFoundError" in result.stderr
 
 
+@pytest.mark.slow
 def test_runs_as_an_unprivileged_per_run_user(runs):
     uids = {int(_case(runs, name).stdout.split()[1]) for name in ("setsid_escape", "ignore_sigterm")}
     if IS_ROOT:
@@ -293,6 +308,7 @@ def test_runs_as_an_unprivileged_per_run_user(runs):
         assert uids == {os.getuid()}
 
 
+@pytest.mark.slow
 def test_jail_dirs_are_removed_and_caller_still_works(runs):
     assert list(runs["tempdir"].iterdir()) == []
     assert LocalSandbox(LIMITS).run("print(1 + 1)").stdout == "2\n"

@@ -58,6 +58,7 @@ def test_bad_metrics_file_names_file_and_line(tmp_path):
         gates.read_metrics(tmp_path / "absent.jsonl")
 
 
+@pytest.mark.slow
 def test_dry_run_prints_and_proves_the_smoke_config(capsys):
     assert dry_run(catalog.get("qwen25-7b-grpo"), "") == 0
     out = capsys.readouterr().out

@@ -17,6 +17,8 @@ from verl_recipes.smoke import teach, tiny, tiny_vl
 from verl_recipes.smoke.run import overlay_args
 from verl_recipes.smoke.tokenizer import tool_schemas
 
+pytestmark = pytest.mark.slow  # every test here trains a tiny model on the CPU first
+
 REPO = Path(__file__).resolve().parent.parent
 RETOOL = catalog.get("retool-qwen25-7b")
 DEEPEYES = catalog.get("deepeyes-qwen25-vl-7b")

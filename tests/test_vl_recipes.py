@@ -36,6 +36,7 @@ def composed(spec: str, *args: str):
 # ------------------------------------------------------------------------------------------------ composed recipes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", [DAPO, QWEN3])
 def test_dapo_recipe_holds_the_dapo_objective_frozen_vision_and_image_limits(spec):
     cfg = composed(spec)
@@ -93,6 +94,7 @@ def test_qwen3_recipe_is_the_qwen25_recipe_with_another_model():
     assert qwen3["actor_rollout_ref.model.path"] == "Qwen/Qwen3-VL-8B-Instruct"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overlay", ["node", "tiny_gpu"])
 def test_smoke_overlays_keep_the_overlong_window_inside_the_response(overlay):
     cfg = composed(DAPO, f"+configs/smoke={overlay}")
@@ -236,6 +238,7 @@ def test_pixel_budget_caps_image_tokens_only_as_a_pair(tiny_models):
     assert tokens(max_pixels=budget["max_pixels"]) == tokens() > 512
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["qwen25-vl-7b-geo3k-dapo", "qwen3-vl-8b-geo3k-dapo", "deepeyes-qwen25-vl-7b"])
 def test_fused_kernels_are_refused_for_vl_models_on_fsdp2(name):
     """verl 0.9.1 crashes in compute_log_prob with them (found by the deepeyes tiny smoke on an H200)."""
