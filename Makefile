@@ -15,6 +15,7 @@ SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
 .PHONY: help setup test test-fast lint check pin list cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
+	$(addsuffix -upstream,$(RECIPES)) \
 	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
 
 help:
@@ -31,6 +32,7 @@ help:
 	@echo "make <recipe>-show              the composed config            [same V/VARIANT/ARGS]"
 	@echo "make <recipe>-check             prove it with your overrides   [same V/VARIANT/ARGS]"
 	@echo "make <recipe>-plan              per-GPU memory and layout verdict for its declared topology"
+	@echo "make <recipe>-upstream          keys that differ from the published run it reproduces, with reasons"
 	@echo "make <recipe>-smoke             a few real steps on this 8-GPU node, then metric gates [TINY=dir: 1 GPU]"
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
 	@echo "make bench                      GPU: actor-update and rollout benchmarks vs verl defaults (bench/README.md)"
@@ -86,6 +88,9 @@ $(addsuffix -check,$(RECIPES)): %-check:
 
 $(addsuffix -plan,$(RECIPES)): %-plan:
 	@$(RECIPE) plan $* $(SELECT)
+
+$(addsuffix -upstream,$(RECIPES)): %-upstream:
+	@$(RECIPE) upstream $* $(SELECT)
 
 SMOKE_FLAGS = $(if $(TINY),--tiny "$(TINY)") $(if $(DRY),--dry-run)
 $(addsuffix -smoke,$(RECIPES)): %-smoke:

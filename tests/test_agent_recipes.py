@@ -28,7 +28,7 @@ from verl_recipes.catalog import REPO
 from verl_recipes.check.recipe import check
 from verl_recipes.compose import compose
 from verl_recipes.data.prepare import outputs
-from verl_recipes.data.prompts import CODE_INTERPRETER_TOOL
+from verl_recipes.data.prompts import CODE_INTERPRETER_CONFIG
 
 RETOOL = "retool-qwen25-7b"
 DEEPEYES = "deepeyes-qwen25-vl-7b"
@@ -143,13 +143,30 @@ def test_retool_planner_verdict_fits_80gb():
 
 
 @pytest.mark.slow
-def test_rl_takes_the_cold_start_checkpoint_through_model_path(tmp_path):
-    hf_dir = tmp_path / "checkpoints" / "global_step_372" / "huggingface"  # what sft.sh leaves
-    hf_dir.mkdir(parents=True)
-    shutil.copy(REPO / "models" / "Qwen" / "Qwen2.5-7B-Instruct" / "config.json", hf_dir)
-    args = [f"actor_rollout_ref.model.path={hf_dir}"]
-    assert check(catalog.get(RETOOL), args) == []
-    assert compose(catalog.get(RETOOL), args).actor_rollout_ref.model.path == str(hf_dir)
+def test_rl_starts_from_the_newest_cold_start_checkpoint(tmp_path, monkeypatch):
+    """verl-recipe ReTool's RL starts from its SFT output; the launcher resolves ours (verl_recipes/cold_start.py)."""
+    from verl_recipes import cold_start
+
+    recipe = catalog.get(RETOOL)
+    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path))
+    monkeypatch.delenv("SFT_CHECKPOINT", raising=False)
+    with pytest.raises(catalog.RecipeError, match=r"holds none. Run `bash recipes/retool-qwen25-7b/v1/sft.sh` first"):
+        cold_start.model_args(recipe, [])
+    checkpoints = tmp_path / "retool-qwen25-7b-v1-sft" / "checkpoints"  # what sft.sh leaves
+    for step in (93, 372):
+        (checkpoints / f"global_step_{step}" / "huggingface").mkdir(parents=True)
+        shutil.copy(REPO / "models" / "Qwen" / "Qwen2.5-7B-Instruct" / "config.json",
+                    checkpoints / f"global_step_{step}" / "huggingface")
+    args = cold_start.model_args(recipe, [])
+    newest = checkpoints / "global_step_372" / "huggingface"
+    assert args == [f"actor_rollout_ref.model.path={newest}"]
+    assert check(recipe, args) == []
+    # an explicit model in ARGS wins; SFT_CHECKPOINT picks another checkpoint
+    assert cold_start.model_args(recipe, ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct"]) == []
+    monkeypatch.setenv("SFT_CHECKPOINT", str(checkpoints / "global_step_93" / "huggingface"))
+    assert cold_start.model_args(recipe, [])[0].endswith("global_step_93/huggingface")
+    # recipes without a cold start are left alone
+    assert cold_start.model_args(catalog.get("qwen25-7b-grpo"), []) == []
 
 
 def test_unbounded_token_budget_is_refused_by_the_planner():
@@ -313,13 +330,11 @@ def test_sft_config_builds_verls_typed_configs():
     assert omega_conf_to_dataclass(model).hf_config.model_type == "qwen2"
 
 
-def test_sft_data_keys_and_tool_match_the_rl_stage():
+def test_sft_data_keys_match_the_rl_stage():
     cfg = compose_sft(sft_overrides())
     assert (cfg.data.messages_key, cfg.data.tools_key) == ("messages", "tools")  # what verl_recipes/data/retool_sft writes
-    rl_tool = _tool_schemas(Path(composed(RETOOL).actor_rollout_ref.rollout.multi_turn.tool_config_path))[0]
-    sft_tool = CODE_INTERPRETER_TOOL["function"]
-    assert rl_tool["function"]["name"] == sft_tool["name"]
-    assert rl_tool["function"]["parameters"]["required"] == sft_tool["parameters"]["required"] == ["code"]
+    tool_config = Path(composed(RETOOL).actor_rollout_ref.rollout.multi_turn.tool_config_path)
+    assert tool_config == CODE_INTERPRETER_CONFIG  # the file the SFT data takes its tool schema from
 
 
 def test_a_wrong_sft_key_is_refused():

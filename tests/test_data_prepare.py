@@ -12,18 +12,19 @@ import datasets
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from omegaconf import OmegaConf
 from PIL import Image
 
 from verl_recipes.data import prepare
 from verl_recipes.data.prompts import (
-    CODE_INTERPRETER_TOOL,
     DAPO_PREFIX,
     DAPO_SUFFIX,
     DEEPEYES_SYSTEM,
     RETOOL_INSTRUCTION,
     STEP_BY_STEP_BOXED,
     THINK_THEN_BOXED,
+    code_interpreter_tool,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,7 +159,18 @@ def test_gsm8k_math_rows_and_verl_reads_them(gsm8k_math_sources, tmp_path, token
     out = tmp_path / "out"
     assert prepare_run("gsm8k_math", "--out", out, *gsm8k_math_sources) == 0
     train, test = read(out / "train.parquet"), read(out / "test.parquet")
-    assert [r["data_source"] for r in train] == ["openai/gsm8k"] * 2 + ["DigitalLearningGmbH/MATH-lighteval"] * 2
+    assert [r["data_source"] for r in train] == ["gsm8k_boxed"] * 2 + ["DigitalLearningGmbH/MATH-lighteval"] * 2
+    # the pairing cannot break silently: verl's default scorer refuses our GSM8K rows instead of grading their
+    # \boxed{} answers by its "####" rule (which scored every one 0), and our reward grades them
+    from verl.utils.reward_score import default_compute_score
+
+    from verl_recipes.runtime.rewards.math import compute_score
+
+    gsm8k = train[0]
+    with pytest.raises(NotImplementedError):
+        default_compute_score(gsm8k["data_source"], "so \\boxed{72}", gsm8k["reward_model"]["ground_truth"])
+    assert default_compute_score("openai/gsm8k", "so \\boxed{72}", "72") == 0  # what it did with verl's name
+    assert compute_score(gsm8k["data_source"], "so \\boxed{72}", gsm8k["reward_model"]["ground_truth"])["acc"] == 1.0
     assert [r["reward_model"]["ground_truth"] for r in train] == ["72", "1234", "\\frac{1}{2}", "\\{1, 2\\}"]
     assert [r["reward_model"]["ground_truth"] for r in test] == ["-5", "\\sqrt{2}"]
     first = train[0]
@@ -441,7 +453,20 @@ def test_retool_sft_messages_train_on_assistant_turns(tmp_path, tokenizer):
     assert row["messages"][0]["content"] == "What is 2**10?" + RETOOL_INSTRUCTION
     call = {"name": "code_interpreter", "arguments": {"code": "print(2**10)"}}
     assert row["messages"][1]["tool_calls"][0]["function"] == call
-    assert row["tools"] == [CODE_INTERPRETER_TOOL]
+    assert row["tools"] == [code_interpreter_tool()]
+    # the system prompt the model sees: verl's SFT dataset renders the row's tools as read back from parquet, verl's
+    # tool agent renders the RL tool config's schemas; both must be the same text
+    from verl.tools.schemas import OpenAIFunctionToolSchema
+    from verl.utils.dataset.multiturn_sft_dataset import convert_nested_value_to_list_recursive
+
+    user = [row["messages"][0]]
+    sft_tools = convert_nested_value_to_list_recursive(row["tools"])
+    rl_config = yaml.safe_load((REPO / "verl_recipes/runtime/tools/code_interpreter.yaml").read_text())
+    rl_tools = [OpenAIFunctionToolSchema.model_validate(t["tool_schema"]).model_dump(exclude_unset=True, exclude_none=True)
+                for t in rl_config["tools"]]
+    sft_prompt = tokenizer.apply_chat_template(user, tools=sft_tools, tokenize=False)
+    assert '"name": "code_interpreter"' in sft_prompt
+    assert sft_prompt == tokenizer.apply_chat_template(user, tools=rl_tools, tokenize=False)
 
     config = OmegaConf.create({"max_length": 4096, "truncation": "error", "pad_mode": "no_padding"})
     item = MultiTurnSFTDataset([str(out / "train.parquet")], tokenizer, config)[0]

@@ -97,7 +97,19 @@ ZOOM_TURN = (
         ("4", "3", False),
         ("Yes, the man is holding the camera.", "yes", True),
         ("No.", "yes", False),
-        ("The countertop is tan.", "tan", False),  # needs the judge
+        ("The countertop is tan.", "tan", True),  # a short ground truth inside a short sentence
+        ("The countertop is not tan.", "tan", False),
+        ("The countertop is tan, the wall is white and the floor is grey with blue tiles near the door.", "tan", False),
+        ("0.5", "1/2", True),  # fractions and decimals
+        ("1/2", "0.5", True),
+        ("It is 3/4 of the way.", "0.75", True),
+        ("2/3", "0.5", False),
+        ("Yes, it is.", "yes", True),
+        ("yes", "Yes, it is.", True),
+        ("No, it is not.", "Yes, it is.", False),
+        ("B", "(B) the red car", True),  # option letters with their text
+        ("the red car", "(B) the red car", True),
+        ("C", "B. the red car", False),
     ],
 )
 def test_rule_based_answer_matching(answer, ground_truth, match):
@@ -297,3 +309,24 @@ def test_loads_the_way_verl_does_and_returns_numbers(path, name, kwargs):
     ]
     assert all(result.keys() == results[0].keys() for result in results)
     assert all(isinstance(value, float) for result in results for value in result.values())
+
+
+def test_judge_variant_asks_the_reward_model_verl_serves(judge):
+    """VARIANT=judge: verl's reward loop calls the configured function with the router of the judge it serves
+    (experimental/reward_loop/reward_manager/naive.py passes reward_router_address); the function posts there."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from verl_recipes import catalog
+    from verl_recipes.compose import compose
+
+    server, url = judge
+    cfg = compose(catalog.get("deepeyes-qwen25-vl-7b", variant="judge"))
+    assert cfg.reward.reward_model.enable and cfg.reward.custom_reward_function.name == "compute_score_judge"
+    reward_fn = get_custom_reward_fn(cfg)  # what verl loads, with the recipe's reward kwargs bound
+    router = url.removeprefix("http://").removesuffix("/v1")
+    result = reward_fn(data_source="vstar", solution_str="<think>look</think><answer>tan</answer>", ground_truth="tan",
+                       extra_info={"question": "Is the countertop tan?"}, reward_router_address=router,
+                       reward_model_tokenizer=None)
+    assert (result["acc"], result["judged"]) == (1.0, 1.0)
+    path, body = server.requests[-1]
+    assert path == "/v1/chat/completions" and body["model"] == "Qwen/Qwen2.5-72B-Instruct"

@@ -214,7 +214,7 @@ def test_loads_and_runs_the_way_verl_calls_it():
     async def score_like_the_naive_manager(response):
         # verl's reward managers run a sync compute_score in the default executor (worker threads)
         loop = asyncio.get_running_loop()
-        call = partial(reward_fn, data_source="openai/gsm8k", solution_str=response, ground_truth="72")
+        call = partial(reward_fn, data_source="gsm8k_boxed", solution_str=response, ground_truth="72")
         return await loop.run_in_executor(None, lambda: call(extra_info=extra_info))
 
     async def score_all():

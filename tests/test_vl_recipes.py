@@ -19,11 +19,14 @@ DAPO = "qwen25-vl-7b-geo3k-dapo"
 QWEN3 = "qwen3-vl-8b-geo3k-dapo"
 # What GRPO and DAPO may set differently: the objective, the sample count, and DAPO's reward shaping.
 # actor/ref/critic.rollout_n are verl's own interpolations of rollout.n.
-ALGORITHM_PREFIXES = ("algorithm.", "reward.reward_kwargs.", "reward.reward_manager.name")
+# the objective, and what every DAPO script sets with it (optimizer warm-up and decay, sampled validation)
+ALGORITHM_PREFIXES = ("algorithm.", "reward.reward_kwargs.", "reward.reward_manager.name",
+                      "actor_rollout_ref.rollout.val_kwargs.")
 ALGORITHM_KEYS = {f"actor_rollout_ref.actor.{key}" for key in (
-    "use_kl_loss", "kl_loss_coef", "kl_loss_type", "clip_ratio_low", "clip_ratio_high", "loss_agg_mode",
-    "entropy_coeff")} | {"actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.rollout_n",
-                         "actor_rollout_ref.ref.rollout_n", "critic.rollout_n"}
+    "use_kl_loss", "kl_loss_coef", "kl_loss_type", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c",
+    "loss_agg_mode", "entropy_coeff", "optim.lr_warmup_steps", "optim.weight_decay")} | {
+    "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.rollout_n", "actor_rollout_ref.ref.rollout_n",
+    "critic.rollout_n", "trainer.log_val_generations"}
 _COMPOSED = {}
 
 

@@ -5,6 +5,8 @@ Layout:
     recipes/<name>/<version>/<variant>.yaml  a variant: inherits recipe.yaml and changes one thing
     recipes/<name>/<version>/card.yaml       the machine-readable card (status, hardware, data, entry point)
     recipes/<name>/<version>/checks.yaml     its smoke metric gates
+    recipes/<name>/<version>/upstream.yaml   the published runs it reproduces (verl_recipes/parity.py)
+    recipes/<name>/<version>/resolved/       its pinned resolved configs (verl_recipes/pins.py)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def recipes_dir() -> Path:
     return root() / "recipes"
 CARD = "card.yaml"
 CHECKS = "checks.yaml"  # smoke metric gates (verl_recipes/check/gates.py)
+UPSTREAM = "upstream.yaml"  # the published runs a version reproduces (verl_recipes/parity.py)
 MAIN = "recipe"
 DEFAULT_ENTRYPOINT = "verl.trainer.main_ppo"
 NODE_GPUS = 8  # the node every card in this repo targets: 8 GPUs of the 80 GB class (H100/H200)
@@ -135,7 +138,7 @@ def load_card(name: str, version: str) -> dict:
 
 def variants(name: str, version: str) -> list[str]:
     folder = recipes_dir() / name / version
-    return sorted(p.stem for p in folder.glob("*.yaml") if p.name not in (f"{MAIN}.yaml", CARD, CHECKS))
+    return sorted(p.stem for p in folder.glob("*.yaml") if p.name not in (f"{MAIN}.yaml", CARD, CHECKS, UPSTREAM))
 
 
 def get(name: str, version: str | None = None, variant: str | None = None) -> Recipe:

@@ -31,7 +31,7 @@ def cmd_show(ns) -> int:
 
 
 def cmd_check(ns) -> int:
-    from verl_recipes import pins
+    from verl_recipes import parity, pins
     from verl_recipes.check.recipe import check
     from verl_recipes.compose import split_args
     from verl_recipes.smoke.run import overlay, overlay_args
@@ -48,18 +48,28 @@ def cmd_check(ns) -> int:
         # every profiling preset, on the first recipe (the presets are recipe-independent fragments)
         runs += [(runs[0][0], f" +profiling={p.stem}", [f"+configs/profiling={p.stem}", *split_args(ns.args)])
                  for p in sorted((catalog.root() / "configs/profiling").glob("*.yaml")) if p.stem != "common"]
+        # every logger fragment (configs/logging=wandb, ...), likewise
+        runs += [(runs[0][0], f" configs/logging={p.stem}", [f"configs/logging={p.stem}", *split_args(ns.args)])
+                 for p in sorted((catalog.root() / "configs/logging").glob("*.yaml")) if p.stem != "console_file"]
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     failed = 0
+    names = sorted({r.name for r, label, args in runs if not label and not args})
+    for name in names:  # each README's generated "differs from upstream" section is current
+        problem = parity.readme_problem(name)
+        failed += bool(problem)
+        print(f"{'FAIL ' if problem else 'ok   '} {name} README differs-from-upstream table")
+        if problem:
+            print(f"      {problem}")
     for recipe, label, args in runs:
         errors = check(recipe, args)
-        if not label and not args:  # the recipe as published: it must still compose to its pin
-            errors += [f"{recipe.label}: {e}" for e in pins.drift(recipe)]
+        if not label and not args:  # the recipe as published: its pin, and every deviation from upstream explained
+            errors += [f"{recipe.label}: {e}" for e in pins.drift(recipe) + parity.unexplained(recipe)]
         failed += bool(errors)
         print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}")
         for error in errors:
             print(f"      {error}")
-    print(f"{len(runs) - failed} proven, {failed} failed against verl {catalog_verl()}")
+    print(f"{len(runs) + len(names) - failed} proven, {failed} failed against verl {catalog_verl()}")
     return 1 if failed else 0
 
 
@@ -111,11 +121,30 @@ def cmd_pin(ns) -> int:
     recipes = catalog.all_recipes() if ns.name == "all" else [r for r in catalog.all_recipes() if r.name == ns.name]
     if not recipes:
         raise RecipeError(f"no recipe '{ns.name}' under recipes/ (known: {', '.join(catalog.names())})")
+    from verl_recipes import parity
+
     changed = pins.pin(recipes)
     for path in changed:
         print(f"pinned {path.relative_to(catalog.root())}")
+    for name in sorted({r.name for r in recipes}):
+        if parity.write_readme(name):
+            print(f"rewrote the differs-from-upstream table of recipes/{name}/README.md")
     print(f"{len(changed)} of {len(recipes)} pin(s) rewritten; commit them with the change that moved them")
     return 0
+
+
+def cmd_upstream(ns) -> int:
+    from verl_recipes import parity
+
+    recipe = _recipe(ns)
+    print(f"{recipe.label} against {parity.source_line(recipe)}")
+    found = parity.deviations(recipe, ns.args)
+    for d in found:
+        print(f"  {d.key}: ours {d.ours!r}, upstream {d.upstream!r}: "
+              + (f"{d.reason} [{d.where}]" if d.reason else "UNEXPLAINED: add `# deviation: <why>` where it is set"))
+    unexplained = sum(d.reason is None for d in found)
+    print(f"{len(found)} deviation(s), {unexplained} unexplained")
+    return 1 if unexplained else 0
 
 
 def cmd_cp(ns) -> int:
@@ -143,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="recipes, versions, variants, status").set_defaults(fn=cmd_list)
     for command, fn, text in (("show", cmd_show, "print the composed config"),
+                              ("upstream", cmd_upstream, "keys that differ from the published run, with reasons"),
                               ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
                               ("plan", cmd_plan, "memory and layout plan for the declared topology"),
                               ("run", cmd_run, "launch on this GPU node"),

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from verl_recipes import entrypoints
+from verl_recipes import cold_start, entrypoints
 from verl_recipes.catalog import REPO, Recipe, RecipeError
 from verl_recipes.check.preflight import gpu_problems, missing_packages, profiling_preflight, required_packages
 from verl_recipes.check.recipe import check
-from verl_recipes.compose import compose, runs_dir, to_yaml
+from verl_recipes.compose import compose, runs_dir, split_args, to_yaml
 
 
 def prepare_data(recipe: Recipe) -> None:
@@ -53,6 +53,11 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster:
     """Run the recipe here, or submit it to the Ray cluster at `cluster`; returns the exit code, run folder and config."""
     if not cluster and gpu_problems(recipe.label, recipe.name):  # before anything slow or downloaded
         raise RecipeError(gpu_problems(recipe.label, recipe.name)[0])
+    args = split_args(args)
+    start = cold_start.model_args(recipe, args)
+    if start:
+        print(f"[launch] {recipe.label} starts from its cold start: {start[0].split('=', 1)[1]}", flush=True)
+    args = [*start, *args]
     cfg = compose(recipe, args)
     errors = check(recipe, args) + profiling_preflight(cfg, runs_dir() / f"{recipe.run_name}{tag}")
     if cluster:  # the job checks packages on every node before verl starts (verl_recipes/runtime/node_check.py)

@@ -45,12 +45,7 @@ from unittest import mock
 
 import torch
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)  # verl_recipes.planner
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the shared engine path of the freeze check
-
-from freeze_vision_check import build_actor_engine, use_cpu_platform
-
+from verl_recipes.bench.verl_actor import build_actor_engine
 from verl_recipes.planner import fsdp_memory
 from verl_recipes.planner.model_shape import (
     ModelShape,
@@ -60,6 +55,7 @@ from verl_recipes.planner.model_shape import (
     mlp_block_params,
     model_shape,
 )
+from verl_recipes.verl_cpu import use_cpu_platform
 
 GIB = 2**30
 TOLERANCE = 0.10  # the planner's target: within 10% of the measured peak

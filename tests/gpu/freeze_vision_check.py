@@ -28,10 +28,8 @@ from functools import partial
 import numpy as np
 import torch
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, REPO_ROOT)  # so verl's import of verl_recipes.runtime.freeze_vision, and ours below, find this repo
-
-from verl_recipes.verl_cpu import use_cpu_platform  # noqa: E402
+from verl_recipes.bench.verl_actor import build_actor_engine
+from verl_recipes.verl_cpu import use_cpu_platform
 
 HOOK_MODULE = "verl_recipes.runtime.freeze_vision"
 IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 100, 101, 102, 103
@@ -125,33 +123,6 @@ def compose_actor_config(model_path: str, strategy: str, use_orig_params: bool, 
     config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer/config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose("ppo_trainer", overrides=overrides).actor_rollout_ref
-
-
-def build_actor_engine(actor_rollout_ref):
-    """What ActorRolloutRefWorker.init_model and TrainingWorker.__init__ do for the actor, minus Ray."""
-    from verl.utils.config import omega_conf_to_dataclass
-    from verl.workers.engine import EngineRegistry
-
-    model_config = omega_conf_to_dataclass(actor_rollout_ref.model)  # imports external_lib
-    actor_config = omega_conf_to_dataclass(actor_rollout_ref.actor)
-    actor_config.model_config = model_config
-    engine_config = actor_config.engine
-    engine_config.use_dynamic_bsz = False
-    engine_config.micro_batch_size_per_gpu = actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
-    engine_config.infer_micro_batch_size_per_gpu = actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
-    engine_config.use_remove_padding = model_config.use_remove_padding
-    engine_config.use_fused_kernels = model_config.use_fused_kernels
-    model_config.model_type = "language_model"
-    engine = EngineRegistry.new(
-        model_type="language_model",
-        backend=engine_config.strategy,
-        model_config=model_config,
-        engine_config=engine_config,
-        optimizer_config=actor_config.optim,
-        checkpoint_config=actor_config.checkpoint,
-    )
-    engine.initialize()
-    return engine, actor_config
 
 
 def ppo_batch(batch_size: int):

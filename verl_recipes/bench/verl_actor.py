@@ -1,4 +1,4 @@
-"""verl 0.9.1's actor, driven in this process without Ray (the approach of tests/gpu/freeze_vision_check.py).
+"""verl 0.9.1's actor, driven in this process without Ray: one harness for bench, calibration and GPU checks.
 
 Composes verl's own ppo_trainer.yaml with Hydra, builds the actor's TrainingWorker exactly as
 ActorRolloutRefWorker.init_model does (same engine-config assignments, same ppo_loss), and feeds it a PPO
@@ -72,6 +72,34 @@ def build_worker(actor_rollout_ref):
     worker.reset()
     worker.set_loss_fn(partial(ppo_loss, config=actor_config))
     return worker
+
+
+def build_actor_engine(actor_rollout_ref):
+    """The bare engine (no TrainingWorker): what ActorRolloutRefWorker.init_model and TrainingWorker.__init__
+    do for the actor, minus Ray. For checks that call engine.train_batch with their own loss."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.engine import EngineRegistry
+
+    model_config = omega_conf_to_dataclass(actor_rollout_ref.model)  # imports external_lib
+    actor_config = omega_conf_to_dataclass(actor_rollout_ref.actor)
+    actor_config.model_config = model_config
+    engine_config = actor_config.engine
+    engine_config.use_dynamic_bsz = False
+    engine_config.micro_batch_size_per_gpu = actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
+    engine_config.infer_micro_batch_size_per_gpu = actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu
+    engine_config.use_remove_padding = model_config.use_remove_padding
+    engine_config.use_fused_kernels = model_config.use_fused_kernels
+    model_config.model_type = "language_model"
+    engine = EngineRegistry.new(
+        model_type="language_model",
+        backend=engine_config.strategy,
+        model_config=model_config,
+        engine_config=engine_config,
+        optimizer_config=actor_config.optim,
+        checkpoint_config=actor_config.checkpoint,
+    )
+    engine.initialize()
+    return engine, actor_config
 
 
 def ppo_mini_batch(prompt_lens: np.ndarray, response_lens: np.ndarray, vocab_size: int, seed: int = 0):

@@ -75,10 +75,13 @@ def files_and_imports(cfg: DictConfig, recipe: Recipe) -> list[str]:
             if not Path(file).expanduser().exists() and file not in prepared:
                 errors.append(f"'{key}' = {file}: not found, and no dataset in the card's `data:` list "
                               f"({recipe.card_value('data', [])}) produces it; see verl_recipes/data/")
-    model = cfg.actor_rollout_ref.model.path
-    if model_config_dir(model) is None:
-        errors.append(f"'actor_rollout_ref.model.path' = {model}: neither a local model folder nor a model with a "
-                      f"committed config under models/ (add models/{model}/config.json)")
+    models = {"actor_rollout_ref.model.path": cfg.actor_rollout_ref.model.path}
+    if cfg.reward.reward_model.enable:
+        models["reward.reward_model.model_path"] = cfg.reward.reward_model.model_path
+    for key, model in models.items():
+        if model is None or model_config_dir(model) is None:
+            errors.append(f"'{key}' = {model}: neither a local model folder nor a model with a committed config under "
+                          f"models/ (add models/{model}/config.json)")
     reward_fn = cfg.reward.custom_reward_function
     if reward_fn.path:
         errors += _import_object(str(reward_fn.path), reward_fn.name, "reward.custom_reward_function.path")

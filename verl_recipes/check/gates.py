@@ -4,7 +4,8 @@ Every recipe gets the common gates; `recipes/<name>/<version>/checks.yaml` adds 
     min:      {metric: lower bound (inclusive)}  e.g. tool calls executed > 0 as {num_tool_calls/mean: 0.001}
     present:  [metric, ...]                      must exist at every step
     node:     {min: ..., present: ...}           only for node smokes with a real model
-    variants: {name: {drop: [metric, ...]}}      `present` metrics a variant does not log
+    variants: {name: {drop: [metric, ...],       `present` metrics a variant does not log
+                      present: [metric, ...]}}   and metrics only that variant logs (e.g. its weight sync)
     frozen:   [module, ...]                      weight gate (verl_recipes/check/weights.py): tensors under these
                                                  modules stay bit-identical in the last step's saved weights
 """
@@ -50,8 +51,9 @@ def load_gates(checks_file: Path | None, tiny: bool = False, variant: str | None
             gates["present"] += section.get("present", [])
             gates["finite"] += section.get("finite", [])
             gates["min"].update(section.get("min", {}))
-    drop = set(((extra.get("variants") or {}).get(variant) or {}).get("drop", [])) if variant else set()
-    gates["present"] = [m for m in gates["present"] if m not in drop]
+    own = ((extra.get("variants") or {}).get(variant) or {}) if variant else {}
+    drop = set(own.get("drop", []))
+    gates["present"] = [m for m in gates["present"] if m not in drop] + list(own.get("present", []))
     return gates
 
 

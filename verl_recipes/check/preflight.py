@@ -114,6 +114,11 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
         needs["flash_attn"] = ("verl[flash-attn-cu130torch211] (requirements/gpu.txt), or run on sdpa: "
                                "actor_rollout_ref.model.override_config.attn_implementation=sdpa "
                                "actor_rollout_ref.model.use_remove_padding=false (as configs/smoke/tiny_gpu does)")
+    loggers = {"wandb": "wandb (configs/logging/wandb)", "tensorboard": "tensorboard (configs/logging/tensorboard)",
+               "mlflow": "mlflow (configs/logging/mlflow)"}
+    for backend in cfg.trainer.logger or []:
+        if backend in loggers:
+            needs[backend] = loggers[backend]
     return needs
 
 

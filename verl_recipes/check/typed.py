@@ -57,6 +57,8 @@ def typed_configs(cfg: DictConfig) -> list[str]:
         nodes["actor_rollout_ref.ref"] = (_ref_as_verl_builds_it(arr.ref, arr.actor), None)
     if use_critic:
         nodes["critic"] = (work.critic, None)
+    if work.reward.reward_model.enable:  # verl serves it with its own rollout config
+        nodes["reward.reward_model.rollout"] = (work.reward.reward_model.rollout, None)
     if work.trainer.v1.trainer_mode == "separate_async":
         nodes["trainer.v1.separate_async.hybrid_rollout"] = (work.trainer.v1.separate_async.hybrid_rollout, None)
     nodes.update(_profiler_nodes(work))

@@ -9,6 +9,12 @@ from verl_recipes.data.text import boxed_answer, gsm8k_answer
 
 GSM8K = "openai/gsm8k"
 MATH = "DigitalLearningGmbH/MATH-lighteval"
+# GSM8K rows ask for a \boxed{} answer, but verl's default scorer grades data_source "openai/gsm8k" by the
+# "#### <answer>" line of its own prompt (verl/utils/reward_score/gsm8k.py), so under it every sample would score
+# 0 without a word. Our own name pairs the rows with a boxed-answer reward: verl's default scorer refuses it
+# (NotImplementedError), and configs/reward/math grades it. MATH rows keep verl's name: verl's math_dataset.py asks
+# for the same \boxed{} answer, and its scorer grades it so.
+GSM8K_BOXED = "gsm8k_boxed"
 
 
 def _row(data_source: str, question: str, answer: str, ground_truth: str) -> dict:
@@ -23,7 +29,7 @@ def _row(data_source: str, question: str, answer: str, ground_truth: str) -> dic
 
 def gsm8k_row(row: dict, note) -> dict:
     answer = text_field(row, "answer")
-    return _row(GSM8K, text_field(row, "question"), answer, gsm8k_answer(answer))
+    return _row(GSM8K_BOXED, text_field(row, "question"), answer, gsm8k_answer(answer))
 
 
 def math_row(row: dict, note) -> dict:

@@ -1,5 +1,10 @@
 """Every instruction text and tool schema the prepared datasets put into prompts, in one place."""
 
+from pathlib import Path
+
+import yaml
+
+
 # gsm8k_math (verl examples/data_preprocess/math_dataset.py); appended after a space.
 STEP_BY_STEP_BOXED = "Let's think step by step and output the final answer within \\boxed{}."
 
@@ -24,19 +29,14 @@ RETOOL_INSTRUCTION = (
     "calculations and checks. Put the final answer within \\boxed{}."
 )
 
-# The tool the ReTool SFT data calls; the RL tool config must declare the same name and parameter.
-CODE_INTERPRETER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "code_interpreter",
-        "description": "A tool for executing code.",
-        "parameters": {
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "The code to execute."}},
-            "required": ["code"],
-        },
-    },
-}
+# The tool the ReTool SFT data calls: its schema is read from the RL tool config, the one source of what the model
+# is shown in both stages.
+CODE_INTERPRETER_CONFIG = Path(__file__).resolve().parents[1] / "runtime/tools/code_interpreter.yaml"
+
+
+def code_interpreter_tool() -> dict:
+    return yaml.safe_load(CODE_INTERPRETER_CONFIG.read_text())["tools"][0]["tool_schema"]
+
 
 # DeepEyes: replaces the dataset's own system prompt, which spells the tool out in text; with verl's tool
 # agent the chat template renders the tools from the tool config (verl-recipe deepeyes.py injects this text).

@@ -9,7 +9,7 @@ blocks and a final <answer>...</answer>. Output row:
 - messages: user (question + RETOOL_INSTRUCTION, the same prompt dapo_math_retool uses in RL), then per code
   block an assistant turn (the text before it, tool_calls=[code_interpreter(code)]) and a tool turn (the
   interpreter output), then the final assistant turn (the <answer> tags dropped, the \\boxed{} kept);
-- tools: [CODE_INTERPRETER_TOOL].
+- tools: the code_interpreter schema of the RL tool config (verl_recipes/runtime/tools/code_interpreter.yaml).
 A code block without interpreter output, an unclosed tag or an empty final answer makes the row bad.
 File: train.parquet.
 """
@@ -17,7 +17,7 @@ File: train.parquet.
 import re
 
 from verl_recipes.data.common import BadRow, Part, Spec, Stream
-from verl_recipes.data.prompts import CODE_INTERPRETER_TOOL, RETOOL_INSTRUCTION
+from verl_recipes.data.prompts import RETOOL_INSTRUCTION, code_interpreter_tool
 
 RETOOL_SFT = "JoeYing/ReTool-SFT"
 QUESTION_MARKER = "*user question:*"
@@ -81,7 +81,7 @@ def retool_sft_row(row: dict, note) -> dict:
     user = {"role": "user", "content": problem + RETOOL_INSTRUCTION}
     return {
         "messages": [user, *tool_turns(turns[1].get("content") or "")],
-        "tools": [CODE_INTERPRETER_TOOL],
+        "tools": [code_interpreter_tool()],
         "extra_info": {"question": problem},
     }
 

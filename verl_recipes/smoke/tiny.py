@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.data.prompts import RETOOL_INSTRUCTION
 from verl_recipes.smoke import tiny_vl
 from verl_recipes.smoke.tokenizer import tiny_tokenizer
@@ -57,7 +58,7 @@ def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
     rows = []
     for i in range(n):
         question, answer = _problem(rng)
-        rows.append({"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": question + BOXED}],
+        rows.append({"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question + BOXED}],
                      "ability": "math", "reward_model": {"style": "rule", "ground_truth": answer},
                      "extra_info": {"split": split, "index": i}})
     return rows

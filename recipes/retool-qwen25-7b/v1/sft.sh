@@ -4,8 +4,8 @@
 # 8 GPUs with verl 0.9.1's own SFT trainer and config (verl/trainer/config/sft_trainer_engine.yaml), following
 # verl-recipe's retool/run_qwen2_7b_sft.sh (max length 16384, 32 conversations per step, 6 epochs; its
 # fsdp_sft_trainer is gone from 0.9.1). Every override below is composed against the installed verl by
-# tests/test_agent_recipes.py. The RL recipe does not run this: hand its result over explicitly (printed at the end):
-#   make retool-qwen25-7b ARGS="actor_rollout_ref.model.path=<run>/checkpoints/global_step_<N>/huggingface"
+# tests/test_agent_recipes.py. `make retool-qwen25-7b` then starts RL from the newest checkpoint this writes
+# (card cold_start; SFT_CHECKPOINT=<dir> picks another).
 # Usage:
 #   bash recipes/retool-qwen25-7b/v1/sft.sh [hydra overrides ...]   train (prepares data/retool_sft when missing)
 #   SFT_PRINT_OVERRIDES=1 bash recipes/retool-qwen25-7b/v1/sft.sh   print the overrides one per line, run nothing
@@ -71,5 +71,4 @@ VERL_FILE_LOGGER_PATH="$RUN/metrics.jsonl" "$PYTHON" -m torch.distributed.run --
   --nproc_per_node="$GPUS" -m verl.trainer.sft_trainer "${OVERRIDES[@]}" "hydra.run.dir=$RUN/hydra"
 
 LAST=$(printf '%s\n' "$RUN"/checkpoints/global_step_* | sort -V | tail -n 1)
-echo "cold start done; RL from it:"
-echo "  make retool-qwen25-7b ARGS=\"actor_rollout_ref.model.path=$LAST/huggingface\""
+echo "cold start done: $LAST/huggingface; \`make retool-qwen25-7b\` now starts RL from it"
