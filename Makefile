@@ -10,10 +10,12 @@ V ?=
 VARIANT ?=
 CLUSTER ?=
 ARGS ?=
+RESUME ?= auto
+DRY ?=
 RECIPES := $(sort $(notdir $(wildcard recipes/*)))
 SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
-.PHONY: help setup test test-fast lint check pin list cp diff $(RECIPES) \
+.PHONY: help setup test test-fast lint check pin list runs cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
 	$(addsuffix -upstream,$(RECIPES)) \
 	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
@@ -27,6 +29,9 @@ help:
 	@echo "make pin                        rewrite the pinned resolved configs (recipes/<name>/<version>/resolved/) on purpose"
 	@echo "make list                       recipes, versions, variants and status"
 	@echo "make <recipe>                   launch on this GPU node       [V=vN VARIANT=name ARGS=\"k=v ...\"]"
+	@echo "make <recipe> RESUME=never      a fresh run folder; RESUME=force resumes a changed config (default auto)"
+	@echo "make <recipe> DRY=1             print config path, data to prepare, command, resumption; start nothing"
+	@echo "make runs                       run folders: recipe, last step, status, folder"
 	@echo "make <recipe> CLUSTER=http://<head>:8265   submit to a Ray cluster instead (docs/multinode.md; SLURM:"
 	@echo "                                 sbatch --nodes=N scripts/slurm/recipe.sbatch <recipe> [VARIANT=...])"
 	@echo "make <recipe>-show              the composed config            [same V/VARIANT/ARGS]"
@@ -52,7 +57,7 @@ setup:
 	@$(PY) -c "import verl, hydra, torch; print('verl', verl.__version__, '| torch', torch.__version__)"
 
 test:
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests
 
 test-fast:
 	$(PY) -m pytest -q -n 2 -m "not slow" tests
@@ -69,6 +74,9 @@ pin:
 list:
 	@$(RECIPE) list
 
+runs:
+	@$(RECIPE) runs
+
 cp:
 	@test -n "$(FROM)" -a -n "$(TO)" || { echo "usage: make cp FROM=<recipe>[/vN][:variant] TO=<new-name>"; exit 2; }
 	$(RECIPE) cp "$(FROM)" "$(TO)"
@@ -78,7 +86,7 @@ diff:
 	@$(RECIPE) diff "$(A)" "$(B)"
 
 $(RECIPES):
-	$(RECIPE) run $@ $(SELECT) --cluster "$(CLUSTER)"
+	$(RECIPE) run $@ $(SELECT) --cluster "$(CLUSTER)" --resume "$(RESUME)" $(if $(DRY),--dry-run)
 
 $(addsuffix -show,$(RECIPES)): %-show:
 	@$(RECIPE) show $* $(SELECT)

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
-from verl_recipes import catalog, cluster, entrypoints
+from verl_recipes import catalog, cluster, entrypoints, pins
 from verl_recipes.catalog import REPO, RecipeError
 from verl_recipes.check.preflight import (
     cluster_gpu_problems,
@@ -31,7 +33,7 @@ from verl_recipes.check.preflight import (
 )
 from verl_recipes.compose import compose
 from verl_recipes.entrypoints import Pool
-from verl_recipes.launch import write_run_config
+from verl_recipes.launch import plan_launch, write_launch
 from verl_recipes.runtime.node_check import node_problems
 
 QWEN = "qwen25-7b-grpo"
@@ -122,14 +124,18 @@ def run_env(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monkeypatch, capsys):
-    recipes = catalog.all_recipes()
-    expected = sorted({obj for r in recipes for obj in required_objects(compose(r))})
+    # the pinned resolved configs are the composed ones (tests/test_pins.py proves it); reading them saves a compose each
+    pinned = [OmegaConf.create(yaml.safe_load(pins.pin_file(r).read_text().replace("<repo>", str(REPO))))
+              for r in catalog.all_recipes()]
+    expected = sorted({obj for cfg in pinned for obj in required_objects(cfg)})
     assert any(obj.startswith("verl_recipes.runtime.rewards.") for obj in expected)
     # verl's ray.init forwards NCCL_ALGO too: the job must merge its runtime env with verl's, not clash
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     recipe = catalog.get(QWEN)
     cfg = compose(recipe)
-    run_dir = write_run_config(recipe, cfg)
+    plan = plan_launch(recipe, [], dry=True)
+    write_launch(plan)
+    run_dir = plan.launch_dir
     address = ray_cluster()
 
     code = cluster.submit(recipe, cfg, run_dir, address, train=False, also_import=expected)
@@ -221,7 +227,9 @@ def test_gpu_pools_of_real_recipes(name, variant, pools):
 def test_job_config_ships_repo_paths_relative_and_keeps_shared_ones(run_env):
     recipe = catalog.get(QWEN)
     cfg = compose(recipe, [f"actor_rollout_ref.rollout.multi_turn.tool_config_path={REPO / CODE_INTERPRETER}"])
-    run_dir = write_run_config(recipe, cfg)
+    plan = plan_launch(recipe, [], dry=True)
+    write_launch(plan)
+    run_dir = plan.launch_dir
     shipped = cluster.job_config(cfg)
     assert shipped.actor_rollout_ref.rollout.multi_turn.tool_config_path == CODE_INTERPRETER
     assert shipped.data.train_files == cfg.data.train_files == str(run_env / "data/gsm8k_math/train.parquet")

@@ -163,12 +163,13 @@ def test_launch_without_gpus_stops_at_once_before_any_download(tmp_path):
 @pytest.mark.slow
 def test_verl_entry_point_accepts_the_resolved_run_config(tmp_path, monkeypatch):
     """What the launcher hands verl: its own main_ppo loads the file (Hydra --cfg job prints it without running)."""
-    from verl_recipes.launch import verl_command, write_run_config
+    from verl_recipes.launch import plan_launch, verl_command, write_launch
 
     monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path))
     recipe = catalog.get(QWEN)
-    cfg = compose(recipe)
-    run_dir = write_run_config(recipe, cfg)
+    plan = plan_launch(recipe, [], dry=True)
+    write_launch(plan)
+    run_dir = plan.launch_dir
     command = verl_command(recipe, run_dir) + ["--cfg", "job"]
     out = subprocess.run(command, cwd=run_dir, capture_output=True, text=True, timeout=300, check=True).stdout
     loaded = yaml.safe_load(out)

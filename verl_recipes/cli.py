@@ -100,7 +100,15 @@ def cmd_plan(ns) -> int:
 def cmd_run(ns) -> int:
     from verl_recipes.launch import launch
 
-    return launch(_recipe(ns), ns.args, cluster=ns.cluster)[0]
+    return launch(_recipe(ns), ns.args, cluster=ns.cluster, mode=ns.resume, dry=ns.dry_run)[0]
+
+
+def cmd_runs(ns) -> int:
+    from verl_recipes import resume
+
+    rows = resume.list_runs()
+    print("\n".join(rows) if rows else f"no runs under {resume.runs_dir()}")
+    return 0
 
 
 def cmd_smoke(ns) -> int:
@@ -171,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m verl_recipes", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="recipes, versions, variants, status").set_defaults(fn=cmd_list)
+    sub.add_parser("runs", help="run folders: recipe, last step, status, folder").set_defaults(fn=cmd_runs)
     for command, fn, text in (("show", cmd_show, "print the composed config"),
                               ("upstream", cmd_upstream, "keys that differ from the published run, with reasons"),
                               ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
@@ -181,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
         if command == "run":
             p.add_argument("--cluster", default="", help="Ray dashboard http://<head>:8265: submit the run there")
+            p.add_argument("--resume", default="auto", choices=["auto", "never", "force"],
+                           help="auto: resume only an identical config; never: a fresh run folder; force: resume anyway")
+            p.add_argument("--dry-run", action="store_true",
+                           help="print config path, data to prepare, command and resumption decision; start nothing")
         if command == "smoke":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.smoke.tiny` (one-GPU path)")
             p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")

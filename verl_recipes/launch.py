@@ -1,57 +1,120 @@
-"""Launch a recipe: GPUs first, then the proof, then data, then the real verl entry point.
+"""Launch a recipe: GPUs first, then the proof, then the resumption decision, then data, then verl's entry point.
 
-verl receives the composed, resolved config as a file in the run folder, so what ran is exactly what was proven
-and stays on disk next to the metrics.
+verl receives the composed, resolved config as a file in the launch folder, so what ran is exactly what was proven
+and stays on disk next to the metrics. Where checkpoints go and whether they are resumed is decided by
+verl_recipes/resume.py and said before verl starts. `dry=True` prints all of it and creates nothing.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig
+import yaml
+from omegaconf import DictConfig, OmegaConf
 
-from verl_recipes import cold_start, entrypoints
+from verl_recipes import cold_start, entrypoints, resume
 from verl_recipes.catalog import REPO, Recipe, RecipeError
 from verl_recipes.check.preflight import gpu_problems, missing_packages, profiling_preflight, required_packages
 from verl_recipes.check.recipe import check
-from verl_recipes.compose import compose, runs_dir, split_args, to_yaml
+from verl_recipes.compose import compose, split_args, to_yaml
+
+LAUNCH_RECORD = "launch.json"  # recipe, args, decision, command; exit_code once verl returns
 
 
-def prepare_data(recipe: Recipe) -> None:
+@dataclass
+class Plan:
+    """Everything a launch does, decided before anything is written."""
+
+    recipe: Recipe
+    args: list[str]
+    cfg: DictConfig
+    decision: resume.Decision
+    launch_dir: Path
+    cluster: str = ""
+    data: list[str] = field(default_factory=list)  # datasets that are missing and will be prepared
+
+    @property
+    def command(self) -> list[str]:
+        return verl_command(self.recipe, self.launch_dir)
+
+    def describe(self) -> list[str]:
+        where = f"submit to the Ray cluster at {self.cluster}" if self.cluster else "run here"
+        return [
+            f"[launch] {self.recipe.label}: {self.decision.note}",
+            f"[launch] config: {self.launch_dir / 'config.yaml'} (run folder {self.decision.run_dir})",
+            f"[launch] data to prepare: {', '.join(self.data) if self.data else 'none (all present)'}",
+            f"[launch] {where}: {' '.join(self.command)}",
+        ]
+
+
+def missing_data(recipe: Recipe) -> list[str]:
     from verl_recipes.data.prepare import outputs
 
-    for dataset in recipe.card_value("data", []):
-        if all(p.exists() for p in outputs(dataset)):
-            continue
-        print(f"[launch] preparing dataset {dataset} (missing: {[str(p) for p in outputs(dataset) if not p.exists()]})")
+    return [d for d in recipe.card_value("data", []) if not all(p.exists() for p in outputs(d))]
+
+
+def prepare_data(datasets: list[str]) -> None:
+    for dataset in datasets:
+        print(f"[launch] preparing dataset {dataset}", flush=True)
         subprocess.run([sys.executable, "-m", "verl_recipes.data.prepare", dataset], cwd=REPO, check=True)
 
 
-def write_run_config(recipe: Recipe, cfg: DictConfig, tag: str = "") -> Path:
-    run_dir = runs_dir() / f"{recipe.run_name}{tag}" / time.strftime("%Y%m%d-%H%M%S")
-    run_dir.mkdir(parents=True, exist_ok=False)
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    return run_dir
+def new_launch_dir(run_dir: Path) -> Path:
+    """run_dir/launches/<time>, with a -N suffix when two launches start in the same second."""
+    base = run_dir / resume.LAUNCHES / time.strftime("%Y%m%d-%H%M%S")
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
 
 
-def verl_command(recipe: Recipe, run_dir: Path) -> list[str]:
-    return [sys.executable, "-m", recipe.entrypoint, f"--config-path={run_dir}", "--config-name=config",
-            f"hydra.run.dir={run_dir}"]
+def resolved_yaml(cfg: DictConfig) -> str:
+    """The config with every interpolation resolved: what resume.py compares a later launch against."""
+    return yaml.safe_dump(OmegaConf.to_container(cfg, resolve=True), sort_keys=False)
 
 
-def run_env(run_dir: Path) -> dict:
+def write_launch(plan: Plan) -> None:
+    """The run folder's config.yaml (first launch only), and the launch folder: verl's config and the record."""
+    run_dir = plan.decision.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / resume.STORED).exists():
+        (run_dir / resume.STORED).write_text(resolved_yaml(plan.cfg))
+    plan.launch_dir.mkdir(parents=True, exist_ok=False)
+    (plan.launch_dir / "config.yaml").write_text(to_yaml(plan.cfg))
+    record = {"recipe": plan.recipe.label, "args": plan.args, "decision": plan.decision.note,
+              "resumed_from": str(plan.decision.checkpoint or ""), "command": plan.command,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    (plan.launch_dir / LAUNCH_RECORD).write_text(json.dumps(record, indent=1))
+
+
+def finish(launch_dir: Path, code: int) -> None:
+    record = json.loads((launch_dir / LAUNCH_RECORD).read_text())
+    record.update(exit_code=code, ended=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    (launch_dir / LAUNCH_RECORD).write_text(json.dumps(record, indent=1))
+
+
+def verl_command(recipe: Recipe, launch_dir: Path) -> list[str]:
+    return [sys.executable, "-m", recipe.entrypoint, f"--config-path={launch_dir}", "--config-name=config",
+            f"hydra.run.dir={launch_dir}"]
+
+
+def run_env(launch_dir: Path) -> dict:
     env = dict(os.environ)
-    env.setdefault("VERL_FILE_LOGGER_PATH", str(run_dir / "metrics.jsonl"))
+    env.setdefault("VERL_FILE_LOGGER_PATH", str(launch_dir / "metrics.jsonl"))
     return env
 
 
-def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "") -> tuple[int, Path, DictConfig]:
-    """Run the recipe here, or submit it to the Ray cluster at `cluster`; returns the exit code, run folder and config."""
-    if not cluster and gpu_problems(recipe.label, recipe.name):  # before anything slow or downloaded
+def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "",
+                mode: str = "auto", dry: bool = False) -> Plan:
+    """Prove the recipe with `args`, check this machine (not for a dry run) and decide the run folder."""
+    if not cluster and not dry and gpu_problems(recipe.label, recipe.name):  # before anything slow or downloaded
         raise RecipeError(gpu_problems(recipe.label, recipe.name)[0])
     args = split_args(args)
     start = cold_start.model_args(recipe, args)
@@ -59,23 +122,41 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster:
         print(f"[launch] {recipe.label} starts from its cold start: {start[0].split('=', 1)[1]}", flush=True)
     args = [*start, *args]
     cfg = compose(recipe, args)
-    errors = check(recipe, args) + profiling_preflight(cfg, runs_dir() / f"{recipe.run_name}{tag}")
-    if cluster:  # the job checks packages on every node before verl starts (verl_recipes/runtime/node_check.py)
+    errors = check(recipe, args)
+    if errors:
+        raise RecipeError("not launched:\n  " + "\n  ".join(errors))
+    decision = resume.decide(f"{recipe.run_name}{tag}", cfg, mode, label=recipe.name)
+    launch_dir = new_launch_dir(decision.run_dir)
+    errors = profiling_preflight(cfg, launch_dir)
+    if cluster and not dry:  # the job checks packages on every node before verl starts (runtime/node_check.py)
         from verl_recipes.cluster import cluster_gpu_errors
 
         errors += cluster_gpu_errors(cluster, cfg, recipe)
-    else:
+    elif not dry:
         entry = entrypoints.get(recipe.entrypoint)
         errors += gpu_problems(recipe.label, recipe.name, entrypoints.gpus_per_node_needed(cfg, entry, recipe.node_gpus))
         errors += missing_packages(required_packages(cfg))
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))
-    prepare_data(recipe)
-    run_dir = write_run_config(recipe, cfg, tag)
+    cfg = compose(recipe, [*args, *decision.overrides()])
+    return Plan(recipe, args, cfg, decision, launch_dir, cluster, missing_data(recipe))
+
+
+def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "", mode: str = "auto",
+           dry: bool = False) -> tuple[int, Path, DictConfig]:
+    """Run the recipe here, or submit it to the Ray cluster at `cluster`; returns the exit code, launch folder and
+    config. A dry launch prints the plan and returns 0 without writing, preparing or starting anything."""
+    plan = plan_launch(recipe, args, tag, cluster, mode, dry)
+    print("\n".join(plan.describe()), flush=True)
+    if dry:
+        return 0, plan.launch_dir, plan.cfg
+    prepare_data(plan.data)
+    write_launch(plan)
     if cluster:
         from verl_recipes.cluster import submit
 
-        return submit(recipe, cfg, run_dir, cluster), run_dir, cfg
-    command = verl_command(recipe, run_dir)
-    print(f"[launch] {recipe.label} -> {run_dir}\n[launch] {' '.join(command)}", flush=True)
-    return subprocess.call(command, cwd=run_dir, env=run_env(run_dir)), run_dir, cfg
+        code = submit(recipe, plan.cfg, plan.launch_dir, cluster)
+    else:
+        code = subprocess.call(plan.command, cwd=plan.launch_dir, env=run_env(plan.launch_dir))
+    finish(plan.launch_dir, code)
+    return code, plan.launch_dir, plan.cfg

@@ -135,3 +135,22 @@ def decide(name: str, cfg: DictConfig, mode: str = "auto", label: str = "") -> D
 def _same_or_unset(folder: Path, cfg: DictConfig) -> bool:
     stored = folder / STORED
     return not stored.is_file() or not differences(yaml.safe_load(stored.read_text()), cfg)
+
+
+def list_runs() -> list[str]:
+    """One line per run folder under runs/: recipe, last checkpointed step, how its last launch ended, folder."""
+    import json
+
+    rows = []
+    for folder in sorted(p for p in runs_dir().iterdir() if p.is_dir()) if runs_dir().is_dir() else []:
+        launches = sorted((folder / LAUNCHES).glob("*/launch.json"), key=lambda p: p.stat().st_mtime)
+        if not launches and not (folder / STORED).is_file():
+            continue  # not a run folder of this launcher (e.g. an SFT run's output)
+        last = json.loads(launches[-1].read_text()) if launches else {}
+        code = last.get("exit_code")
+        status = "no launch" if not last else "running or killed" if code is None else "done" if code == 0 \
+            else f"failed (exit {code})"
+        checkpoint = latest_checkpoint(folder)
+        step = f"step {_step(checkpoint)}" if checkpoint else "no checkpoint"
+        rows.append(f"{last.get('recipe', '?'):40} {step:14} {status:18} {folder}")
+    return rows

@@ -11,9 +11,10 @@ while [ $# -ge 2 ]; do
   variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
   python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" || status=1
   if [ -n "${OUT:-}" ]; then
-    run=$(ls -td "$RL_RUNS_DIR"/*-smoke/*/ 2>/dev/null | head -1)
+    run=$(ls -td "$RL_RUNS_DIR"/*-smoke*/launches/*/ 2>/dev/null | head -1)
     name=${recipe//[:\/]/_}
-    for f in smoke.json metrics.jsonl config.yaml; do [ -f "$run/$f" ] && cp "$run/$f" "$OUT/$name.$f"; done
+    n=1; while [ -e "$OUT/$name.smoke.json" ]; do n=$((n + 1)); name="${recipe//[:\/]/_}.$n"; done  # a re-run
+    for f in smoke.json metrics.jsonl config.yaml launch.json; do [ -f "$run/$f" ] && cp "$run/$f" "$OUT/$name.$f"; done
   fi
 done
 exit $status

@@ -68,7 +68,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path | None) -> int:
     if tiny is not None:
         os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
     started = time.time()
-    rc, run_dir, cfg = launch(recipe, smoke_args(recipe, tiny) + split_args(args), tag="-smoke")
+    # a smoke never resumes: each gets a fresh run folder, so a stale smoke's checkpoints cannot stand in for training
+    rc, run_dir, cfg = launch(recipe, smoke_args(recipe, tiny) + split_args(args), tag="-smoke", mode="never")
     steps = gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     failures = ([f"verl exited with {rc}"] if rc else []) + gates.evaluate(
         steps, int(cfg.trainer.total_training_steps),
