@@ -240,4 +240,23 @@ def layout_errors(cfg: DictConfig, shape: ModelShape, entry: entrypoints.EntryPo
         ep=get(cfg, f"{ROLLOUT}.expert_parallel_size", 1),
         pp=get(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1),
     )
-    return errors
+    return errors + reward_model_layout_errors(cfg, pools)
+
+
+def reward_model_layout_errors(cfg: DictConfig, pools: list[entrypoints.Pool]) -> list[str]:
+    """A reward model that verl serves with its own vLLM replicas (experimental/reward_loop/reward_model.py) meets
+    the same rollout rules on its own pool and with its own model's heads."""
+    from verl_recipes.catalog import hf_config
+    from verl_recipes.planner.model_shape import model_shape
+
+    reward_model = cfg.reward.reward_model
+    pool = next((p for p in pools if p.name == "reward model"), None)
+    model = hf_config(str(reward_model.model_path)) if reward_model.enable and reward_model.model_path else {}
+    if pool is None or not model:
+        return []
+    rollout = reward_model.rollout
+    errors = rollout_layout_errors(
+        model_shape(model), gpus=pool.gpus, gpus_per_node=pool.gpus_per_node,
+        tp=int(rollout.get("tensor_model_parallel_size") or 1), dp=int(rollout.get("data_parallel_size") or 1),
+        ep=int(rollout.get("expert_parallel_size") or 1), pp=int(rollout.get("pipeline_model_parallel_size") or 1))
+    return [e.replace(ROLLOUT, "reward.reward_model.rollout") + " (the reward model's rollout)" for e in errors]

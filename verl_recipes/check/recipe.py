@@ -18,6 +18,7 @@ from verl_recipes.check.layout import layout_errors
 from verl_recipes.check.memory import plan_errors
 from verl_recipes.check.model import chat_template, fused_kernels, vision_freeze
 from verl_recipes.check.passthrough import check as passthrough_errors
+from verl_recipes.check.startup import startup_errors
 from verl_recipes.check.typed import typed_configs
 from verl_recipes.compose import cli_group_choices, compose, compose_verl_base, own_files, resolved, split_args
 from verl_recipes.planner.model_shape import model_shape
@@ -38,6 +39,7 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     model = hf_config(cfg.actor_rollout_ref.model.path)
     shape_errors = (layout_errors(cfg, model_shape(model), entry) if model else []) + arithmetic_errors(cfg)
     shape_errors += async_errors(cfg, entry, recipe.node_gpus)
+    shape_errors += startup_errors(cfg, entry, model)
     errors += shape_errors
     errors += vision_freeze(cfg) + fused_kernels(cfg) + chat_template(cfg)
     errors += files_and_imports(cfg, recipe)
