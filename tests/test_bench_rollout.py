@@ -1,4 +1,4 @@
-"""verl_recipes.bench.rollout and verl_recipes.bench.decode_floor: the HBM floor reproduces performance.md section 5.2, the admission loop
+"""verl_recipes.bench.rollout and verl_recipes.bench.decode_floor: the HBM floor reproduces a hand computation, the admission loop
 keeps at most B requests in flight, and --cpu-dry-run runs every arm process and reports against the floor."""
 
 import json
@@ -27,7 +27,7 @@ def test_decode_cost_of_qwen25_1_5b_matches_the_guide(cost):
 
 
 def test_one_decode_step_at_b64_c2048_matches_the_guide(cost):
-    """performance.md: Qwen2.5-1.5B on an H100, B=64, context 2048 -> 2.3 ms per step, 28.0 k tokens/s."""
+    """By hand: Qwen2.5-1.5B on an H100, B=64, context 2048 -> 2.3 ms per step, 28.0 k tokens/s."""
     prompts = [2047] * 64
 
     def floor(response):

@@ -1,4 +1,4 @@
-"""The HBM floor of a generation run (performance.md section 5.2), for a dense decoder such as Qwen2.5.
+"""The HBM floor of a generation run (every decode step reads every weight and the live KV cache once from HBM), for a dense decoder such as Qwen2.5.
 
 Each decode step reads every weight once plus the KV cache of every running sequence, and does
 2 x N FLOPs per token plus attention over the context:

@@ -1,4 +1,4 @@
-"""The long-tail length distribution both benchmarks impose (performance.md section 7.0).
+"""The long-tail length distribution both benchmarks impose (a few long responses dominate a step, as in GRPO rollouts).
 
 Prompts ~ U(min_prompt, max_prompt) tokens; responses ~ log-normal (median 1000, sigma 0.9) clipped at
 max_response, with exactly 10% of the samples set to max_response (the truncation spike of RL math traces).
