@@ -2,10 +2,13 @@
 of the recipe tree for tests that edit it."""
 
 import shutil
+from pathlib import Path
 
 import pytest
 
+from verl_recipes import catalog
 from verl_recipes.catalog import REPO
+from verl_recipes.compose import compose
 
 
 def _cuda_available() -> bool:
@@ -32,4 +35,16 @@ def scratch_root(tmp_path, monkeypatch):
     for folder in ("recipes", "configs", "models"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def run_env(tmp_path, monkeypatch):
+    """Data and runs in a scratch folder (as on shared storage): qwen25-7b-grpo's data files exist, empty."""
+    monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))
+    cfg = compose(catalog.get("qwen25-7b-grpo"))
+    for key in ("train_files", "val_files"):
+        Path(cfg.data[key]).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.data[key]).touch()
     return tmp_path

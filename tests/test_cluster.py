@@ -110,18 +110,6 @@ def ray_cluster():
         assert not leftovers, f"Ray processes outlived their node: {[p.pid for p in leftovers]}"
 
 
-@pytest.fixture
-def run_env(tmp_path, monkeypatch):
-    """Data and runs in a scratch folder (as on shared storage): the data files exist, empty."""
-    monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))
-    cfg = compose(catalog.get(QWEN))
-    for key in ("train_files", "val_files"):
-        Path(cfg.data[key]).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.data[key]).touch()
-    return tmp_path
-
-
 @pytest.mark.slow
 def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monkeypatch, capsys):
     # the pinned resolved configs are the composed ones (tests/test_pins.py proves it); reading them saves a compose each

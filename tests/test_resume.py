@@ -20,15 +20,9 @@ LR = "actor_rollout_ref.actor.optim.lr"
 
 
 @pytest.fixture
-def workspace(tmp_path, monkeypatch):
-    """Data present (empty files), runs in a scratch folder, a machine that passes the proof, GPU and package checks, and
-    verl replaced by a fake that 'trains' `steps` steps, resuming where the config says."""
-    monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))
-    cfg = compose(catalog.get(QWEN))
-    for key in ("train_files", "val_files"):
-        Path(cfg.data[key]).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.data[key]).touch()
+def workspace(run_env, monkeypatch):
+    """Data present and runs in a scratch folder (run_env), a machine that passes the proof, GPU and package checks,
+    and verl replaced by a fake that 'trains' two steps, resuming where the config says."""
     monkeypatch.setattr(launch, "check", lambda *a, **k: [])  # the proof has tests of its own; this is about folders
     monkeypatch.setattr(launch, "gpu_problems", lambda *a, **k: [])
     monkeypatch.setattr(launch, "missing_packages", lambda *a, **k: [])

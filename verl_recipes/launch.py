@@ -114,8 +114,9 @@ def run_env(launch_dir: Path) -> dict:
 def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "",
                 mode: str = "auto", dry: bool = False) -> Plan:
     """Prove the recipe with `args`, check this machine (not for a dry run) and decide the run folder."""
-    if not cluster and not dry and gpu_problems(recipe.label, recipe.name):  # before anything slow or downloaded
-        raise RecipeError(gpu_problems(recipe.label, recipe.name)[0])
+    problems = [] if cluster or dry else gpu_problems(recipe.label, recipe.name)
+    if problems:  # before anything slow or downloaded
+        raise RecipeError(problems[0])
     args = split_args(args)
     start = cold_start.model_args(recipe, args)
     if start:

@@ -15,6 +15,7 @@ is never modified or deleted. RESUME=force: resume whatever the config. Smokes a
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +48,6 @@ class Decision:
     run_dir: Path
     checkpoint: Path | None  # the global_step_N folder to resume, or None for a fresh run
     note: str  # what the launcher prints before verl starts
-
-    @property
-    def step(self) -> int | None:
-        return _step(self.checkpoint) if self.checkpoint else None
 
     def overrides(self) -> list[str]:
         """verl keys that make verl do exactly this: checkpoints in this run folder, resumed or not."""
@@ -139,8 +136,6 @@ def _same_or_unset(folder: Path, cfg: DictConfig) -> bool:
 
 def list_runs() -> list[str]:
     """One line per run folder under runs/: recipe, last checkpointed step, how its last launch ended, folder."""
-    import json
-
     rows = []
     for folder in sorted(p for p in runs_dir().iterdir() if p.is_dir()) if runs_dir().is_dir() else []:
         launches = sorted((folder / LAUNCHES).glob("*/launch.json"), key=lambda p: p.stat().st_mtime)

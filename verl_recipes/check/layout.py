@@ -180,43 +180,44 @@ def fsdp_layout_errors(shape: ModelShape, world_size: int, fsdp_size: int, ulyss
 
 
 def rollout_layout_errors(
-    shape: ModelShape, gpus: int, gpus_per_node: int, tp: int, dp: int, ep: int, pp: int
+    shape: ModelShape, gpus: int, gpus_per_node: int, tp: int, dp: int, ep: int, pp: int, prefix: str = ROLLOUT
 ) -> list[str]:
-    """verl RolloutConfig / RolloutReplica / vLLM server checks and vLLM's head split."""
+    """verl RolloutConfig / RolloutReplica / vLLM server checks and vLLM's head split; `prefix` is the rollout
+    config the sizes come from (the actor's, or a reward model's)."""
     errors = []
     replica = tp * dp * pp
     if pp > 1:
         errors.append(
-            f"[vLLM rollout has no pipeline parallelism in verl 0.9.1] set {ROLLOUT}.pipeline_model_parallel_size=1"
+            f"[vLLM rollout has no pipeline parallelism in verl 0.9.1] set {prefix}.pipeline_model_parallel_size=1"
         )
     if not _divides(replica, gpus):
         errors.append(
             f"[rollout TP×DP×PP tiles the GPUs] replica {tp}×{dp}×{pp} = {replica} does not divide {gpus} GPUs; "
-            f"change {ROLLOUT}.tensor_model_parallel_size / data_parallel_size"
+            f"change {prefix}.tensor_model_parallel_size / data_parallel_size"
         )
     if replica > gpus_per_node and replica % gpus_per_node:
         errors.append(
             f"[a multi-node rollout replica spans whole nodes] replica {replica} GPUs, {gpus_per_node} per node; "
-            f"change {ROLLOUT}.tensor_model_parallel_size / data_parallel_size"
+            f"change {prefix}.tensor_model_parallel_size / data_parallel_size"
         )
     if dp > 1 and not _divides(tp, gpus_per_node):
         errors.append(
             f"[rollout TP divides GPUs per node when DP > 1] TP {tp}, {gpus_per_node} GPUs per node; "
-            f"change {ROLLOUT}.tensor_model_parallel_size"
+            f"change {prefix}.tensor_model_parallel_size"
         )
     if ep > 1 and ep != tp * dp:
         errors.append(
-            f"[rollout EP equals TP×DP] EP {ep}, TP×DP = {tp * dp}; change {ROLLOUT}.expert_parallel_size"
+            f"[rollout EP equals TP×DP] EP {ep}, TP×DP = {tp * dp}; change {prefix}.expert_parallel_size"
         )
     if not _divides(tp, shape.num_attention_heads):
         errors.append(
             f"[attention heads divide by rollout TP] {shape.num_attention_heads} heads, TP {tp}; "
-            f"change {ROLLOUT}.tensor_model_parallel_size"
+            f"change {prefix}.tensor_model_parallel_size"
         )
     if not (_divides(tp, shape.num_kv_heads) or _divides(shape.num_kv_heads, tp)):
         errors.append(
             f"[KV heads and rollout TP divide one another] {shape.num_kv_heads} KV heads, TP {tp}; "
-            f"change {ROLLOUT}.tensor_model_parallel_size"
+            f"change {prefix}.tensor_model_parallel_size"
         )
     return errors
 
@@ -231,16 +232,22 @@ def layout_errors(cfg: DictConfig, shape: ModelShape, entry: entrypoints.EntryPo
                                     get(cfg, f"{FSDP}.ulysses_sequence_parallel_size", 1))
     pools = entrypoints.gpu_pools(cfg, entry)
     rollout = next((p for p in pools if p.name == "standalone rollout" and p.gpus), pools[0])
-    errors += rollout_layout_errors(
-        shape,
-        gpus=rollout.gpus,
-        gpus_per_node=rollout.gpus_per_node,
-        tp=get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1),
-        dp=get(cfg, f"{ROLLOUT}.data_parallel_size", 1),
-        ep=get(cfg, f"{ROLLOUT}.expert_parallel_size", 1),
-        pp=get(cfg, f"{ROLLOUT}.pipeline_model_parallel_size", 1),
-    )
+    errors += pool_rollout_errors(cfg, shape, rollout, ROLLOUT)
     return errors + reward_model_layout_errors(cfg, pools)
+
+
+def pool_rollout_errors(cfg: DictConfig, shape: ModelShape, pool: entrypoints.Pool, prefix: str) -> list[str]:
+    """rollout_layout_errors for the rollout config at `prefix`, serving `shape` on `pool`."""
+    return rollout_layout_errors(
+        shape,
+        gpus=pool.gpus,
+        gpus_per_node=pool.gpus_per_node,
+        tp=get(cfg, f"{prefix}.tensor_model_parallel_size", 1),
+        dp=get(cfg, f"{prefix}.data_parallel_size", 1),
+        ep=get(cfg, f"{prefix}.expert_parallel_size", 1),
+        pp=get(cfg, f"{prefix}.pipeline_model_parallel_size", 1),
+        prefix=prefix,
+    )
 
 
 def reward_model_layout_errors(cfg: DictConfig, pools: list[entrypoints.Pool]) -> list[str]:
@@ -254,9 +261,5 @@ def reward_model_layout_errors(cfg: DictConfig, pools: list[entrypoints.Pool]) -
     model = hf_config(str(reward_model.model_path)) if reward_model.enable and reward_model.model_path else {}
     if pool is None or not model:
         return []
-    rollout = reward_model.rollout
-    errors = rollout_layout_errors(
-        model_shape(model), gpus=pool.gpus, gpus_per_node=pool.gpus_per_node,
-        tp=int(rollout.get("tensor_model_parallel_size") or 1), dp=int(rollout.get("data_parallel_size") or 1),
-        ep=int(rollout.get("expert_parallel_size") or 1), pp=int(rollout.get("pipeline_model_parallel_size") or 1))
-    return [e.replace(ROLLOUT, "reward.reward_model.rollout") + " (the reward model's rollout)" for e in errors]
+    errors = pool_rollout_errors(cfg, model_shape(model), pool, "reward.reward_model.rollout")
+    return [f"{e} (the reward model's rollout)" for e in errors]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from verl_recipes import entrypoints
-from verl_recipes.planner.config import get
+from verl_recipes.planner.config import get, megatron_parallel, world_size
 
 ACTOR = "actor_rollout_ref.actor"
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -17,14 +17,10 @@ ROLLOUT = "actor_rollout_ref.rollout"
 
 def actor_dp(cfg: DictConfig) -> int:
     """Data-parallel ranks of the actor: the trainer pool's GPUs over the model-parallel group."""
-    gpus = int(cfg.trainer.nnodes) * int(cfg.trainer.n_gpus_per_node)
+    world = world_size(cfg)
     if cfg.model_engine == "megatron":
-        mp = 1
-        for key in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size"):
-            mp *= int(get(cfg, f"{ACTOR}.megatron.{key}", 1) or 1)
-    else:
-        mp = int(get(cfg, f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size", 1) or 1)
-    return max(gpus // mp, 1)
+        return max(megatron_parallel(cfg, world).dp, 1)
+    return max(world // int(get(cfg, f"{ACTOR}.fsdp_config.ulysses_sequence_parallel_size", 1)), 1)
 
 
 def dynamic_batch_errors(cfg: DictConfig, entry: entrypoints.EntryPoint) -> list[str]:
