@@ -1,5 +1,6 @@
-"""verl_recipes.bench.actor_update --cpu-dry-run: verl's real actor (TrainingWorker, FSDP2 on gloo) runs all three arms and
-the proxy on a tiny model, and the report says what the arms did (packing, micro-batches, one loss)."""
+"""verl_recipes.bench.actor_update --cpu-dry-run: verl's real actor (TrainingWorker, FSDP2 on gloo) runs every arm of the
+factor grid and the proxy on a tiny model, and the report says what the arms did (packing, micro-batches, log-prob
+function, one loss)."""
 
 import json
 import subprocess
@@ -30,8 +31,14 @@ def dry_run(tmp_path_factory):
 @pytest.mark.slow
 def test_every_arm_ran_through_verl_and_agreed_on_the_loss(dry_run):
     _, result = dry_run
-    assert list(result["arms"]) == ["padded", "verl_default", "ours"]
+    assert list(result["arms"]) == list(actor_update.ARMS)
     assert result["checks"]["losses_agree"] and result["checks"]["warmup_loss_relative_spread"] < 2e-2
+    assert result["checks"]["chunked_arms_ran_chunked"]
+    assert result["arms"]["dynamic_chunked"]["logprob_function"] == "verl_recipes.runtime.logprobs.logprobs_from_logits"
+    assert result["arms"]["dynamic"]["logprob_function"] == "verl.utils.torch_functional.logprobs_from_logits"
+    factors = result["factors"]
+    assert set(factors) == {"fixed", "dynamic"} and all(set(row) == {"verl", "chunked", "fused"} for row in factors.values())
+    assert "fallback loop" in result["conditions"]["verl_logprobs"]  # no flash-attn on the CI machine
     for arm in result["arms"].values():
         assert arm["tokens_per_s"] > 0 and 0 < arm["verl_mfu"] < 1
     assert set(result["versions"]) >= {"torch", "transformers", "verl"}
@@ -45,8 +52,10 @@ def test_packed_arms_stayed_packed_and_padded_arm_paid_for_padding(dry_run):
     assert result["checks"]["packed_arms_stayed_packed"] and result["checks"]["padded_arm_saw_padding"]
     assert arms["verl_default"]["computed_over_valid"] == 1.0 == arms["ours"]["computed_over_valid"]
     assert arms["padded"]["computed_over_valid"] > 1.0
-    assert arms["padded"]["micro_batches"] == arms["verl_default"]["micro_batches"] == num_seqs // 2
-    assert arms["ours"]["micro_batches"] == 1  # the whole dry-run mini-batch fits the token budget
+    fixed = [name for name, arm in actor_update.ARMS.items() if arm.batching == "fixed"]
+    assert {arms[name]["micro_batches"] for name in fixed} == {num_seqs // 2}
+    dynamic = [name for name in arms if name not in fixed]
+    assert {arms[name]["micro_batches"] for name in dynamic} == {1}  # the whole dry-run mini-batch fits the budget
 
 
 @pytest.mark.slow
@@ -56,7 +65,7 @@ def test_proxy_fills_the_budget_and_goals_are_reported(dry_run):
     assert set(result["goals"]) == set(actor_update.GOALS)
     for goal in result["goals"].values():
         assert goal["held"] == (goal["value"] >= goal["target"])
-    assert stdout.rstrip().splitlines()[-1].lstrip().startswith("ours MFU / packed-roofline proxy MFU")
+    assert stdout.rstrip().splitlines()[-1].lstrip().startswith(list(actor_update.GOALS)[-1])
 
 
 @pytest.mark.parametrize("budget", [384, 1000, 37568])
@@ -70,6 +79,8 @@ def test_proxy_lengths_fill_the_budget_exactly(budget):
 def test_arms_differ_only_in_the_settings_under_test():
     """(the dry run composes them with verl's Hydra config, which rejects unknown keys)"""
     overrides = {arm: set(actor_update.arm_overrides(arm, 128, 2, 37568)) for arm in actor_update.ARMS}
+    assert overrides["dynamic_chunked"] == overrides["dynamic"]  # chunked log-probs are installed, not configured
+    assert overrides["fixed_fused"] - overrides["verl_default"] == {"actor_rollout_ref.model.use_fused_kernels=True"}
     assert overrides["padded"] ^ overrides["verl_default"] == {
         "actor_rollout_ref.model.use_remove_padding=False",
         "actor_rollout_ref.model.use_remove_padding=True",

@@ -274,13 +274,13 @@ def test_node_check_names_every_problem_it_finds(tmp_path):
 
 
 @pytest.mark.slow
-def test_flash_attention_is_required_unless_the_config_runs_on_sdpa():
-    """verl 0.9.1's FSDP models default to flash_attention_2 (workers/config/model.py); the tiny overlay opts out."""
+def test_flash_attention_is_required_unless_the_config_runs_without_it():
+    """verl 0.9.1's FSDP models default to flash_attention_2 (workers/config/model.py); configs/attention replaces it."""
     from importlib.util import find_spec
 
     recipe = catalog.get("qwen25-7b-grpo")
     default = missing_packages(required_packages(compose(recipe)))
-    tiny = missing_packages(required_packages(compose(recipe, ["+configs/smoke=tiny_gpu"])))
-    needs_flash = any("'flash_attn'" in line and "attn_implementation=sdpa" in line for line in default)
+    without = missing_packages(required_packages(compose(recipe, ["+configs/attention=torch_varlen"])))
+    needs_flash = any("'flash_attn'" in line and "+configs/attention=torch_varlen" in line for line in default)
     assert needs_flash == (find_spec("flash_attn") is None)
-    assert not any("'flash_attn'" in line for line in tiny)
+    assert not any("'flash_attn'" in line for line in without)

@@ -20,7 +20,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_recipes import cold_start, entrypoints, resume
 from verl_recipes.catalog import REPO, Recipe, RecipeError
-from verl_recipes.check.preflight import gpu_problems, missing_packages, profiling_preflight, required_packages
+from verl_recipes.check.preflight import (
+    attention_fallback,
+    attention_path,
+    gpu_problems,
+    missing_packages,
+    profiling_preflight,
+    required_packages,
+)
 from verl_recipes.check.recipe import check
 from verl_recipes.compose import compose, split_args, to_yaml
 
@@ -49,6 +56,7 @@ class Plan:
             f"[launch] {self.recipe.label}: {self.decision.note}",
             f"[launch] config: {self.launch_dir / 'config.yaml'} (run folder {self.decision.run_dir})",
             f"[launch] data to prepare: {', '.join(self.data) if self.data else 'none (all present)'}",
+            f"[launch] {attention_path(self.cfg)}",
             f"[launch] {where}: {' '.join(self.command)}",
         ]
 
@@ -123,6 +131,12 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
         print(f"[launch] {recipe.label} starts from its cold start: {start[0].split('=', 1)[1]}", flush=True)
     args = [*start, *args]
     cfg = compose(recipe, args)
+    fallback = None if cluster else attention_fallback(cfg)  # a cluster job's nodes are checked by node_check
+    if fallback:
+        print(f"[launch] flash-attn is not installed here: adding +configs/attention={fallback} "
+              f"(install verl[flash-attn-cu130torch211] for verl's own kernels)", flush=True)
+        args = [*args, f"+configs/attention={fallback}"]
+        cfg = compose(recipe, args)
     errors = check(recipe, args)
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))

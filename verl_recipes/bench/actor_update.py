@@ -1,23 +1,23 @@
-"""Actor update: verl 0.9.1's defaults vs our batching settings, side by side, against the GEMM roof.
+"""Actor update: verl 0.9.1's defaults vs our batching and log-prob settings, factor by factor, against the GEMM roof.
 
-One long-tail GRPO mini-batch (verl_recipes.bench.lengths) goes through verl's own actor (verl_recipes.bench.verl_actor: TrainingWorker,
-FSDP2 engine, ppo_loss, AdamW) on a random-init Qwen2.5-1.5B-shaped model, in three arms:
-  padded        use_remove_padding=False, micro_batch_size_per_gpu fixed (rows padded to the micro-batch max)
-  verl_default  use_remove_padding=True (verl 0.9.1's default), the same fixed micro-batches
-  ours          packing + use_dynamic_bsz with ppo_max_token_len_per_gpu = 8 x (max prompt + max response)
-                (configs/batching/packed_dynamic.yaml) + use_fused_kernels (configs/kernels/fused.yaml)
-and a roofline proxy: fwd+bwd of ONE packed micro-batch filled to the same token budget, no optimizer step.
-Attention is verl_recipes.bench.varlen_attention (torch varlen kernel; flash-attn is not installed); the packed arms are
-checked to have reached attention as one unpadded row per micro-batch.
+One long-tail GRPO mini-batch (verl_recipes.bench.lengths) goes through verl's own actor (verl_recipes.bench.verl_actor:
+TrainingWorker, FSDP2 engine, ppo_loss, AdamW) on a random-init model of Qwen2.5-1.5B's shape (or 7B's, --shape), in the
+arms of ARMS: batching (fixed micro-batches of 2 sequences, or dynamic micro-batches filled to a token budget of
+8 x (max prompt + max response), configs/batching/packed_dynamic) x log-prob path (verl's logprobs_from_logits,
+which without flash-attn is a per-token Python loop; our chunked one, verl_recipes/runtime/logprobs.py; verl's fused
+kernels, configs/kernels/fused), plus a padded arm (use_remove_padding=False), and a roofline proxy: fwd+bwd of ONE
+packed micro-batch filled to the token budget, no optimizer step. Attention is verl_recipes.runtime.varlen_attention
+in every arm; the packed arms are checked to have reached attention as one unpadded row per micro-batch, and each
+arm's log-prob function is recorded from verl's engine module.
 
 Each arm: one warm-up step (its loss must agree across arms: same weights, same data), then --steps timed
-steps while the time budget lasts. Reports valid tokens/s, verl's MFU (its own metric: FlopsCounter on the
-valid lengths over its train_batch timer, the device's datasheet peak), the fraction of the measured GEMM
-roof, peak memory, computed/valid tokens and micro-batches; prints a table last; writes
-$OUT/actor_update.json.
+steps while the time budget lasts.
+Reports valid tokens/s, verl's MFU (its own metric: FlopsCounter on the valid lengths over its train_batch timer, the
+device's datasheet peak), the fraction of the measured GEMM roof, peak memory, computed/valid tokens and
+micro-batches; prints the tables last; writes $OUT/actor_update.json with the conditions every ratio depends on.
 
-    python -m verl_recipes.bench.actor_update                 # on the GPU machine (kit on PYTHONPATH), ~4 minutes
-    python -m verl_recipes.bench.actor_update --cpu-dry-run   # tiny model on the CPU, same code path, < 1 minute
+    python -m verl_recipes.bench.actor_update                 # on the GPU machine (kit on PYTHONPATH)
+    python -m verl_recipes.bench.actor_update --cpu-dry-run   # tiny model on the CPU, same code path, ~1 minute
 """
 
 import argparse
@@ -25,44 +25,74 @@ import gc
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from verl_recipes.bench import ceilings, lengths, model_shape, report, varlen_attention, verl_actor
+from verl_recipes.bench import ceilings, lengths, model_shape, report, verl_actor
+from verl_recipes.runtime import logprobs, varlen_attention
 
-ARMS = ("padded", "verl_default", "ours")
+
+@dataclass(frozen=True)
+class Arm:
+    """One cell of the factor grid: how micro-batches are formed, where log-probs come from, packed or padded."""
+
+    batching: str  # "fixed": micro-batches of --micro-batch-size sequences; "dynamic": filled to the token budget
+    logprobs: str  # "verl": verl 0.9.1's logprobs_from_logits (without flash-attn: its per-token loop);
+    # "chunked": verl_recipes.runtime.logprobs; "fused": use_fused_kernels (no [tokens x vocab] logits)
+    packed: bool = True
+
+
+ARMS = {  # run in this order
+    "padded": Arm("fixed", "verl", packed=False),  # use_remove_padding=False
+    "verl_default": Arm("fixed", "verl"),  # verl 0.9.1's defaults
+    "fixed_chunked": Arm("fixed", "chunked"),
+    "fixed_fused": Arm("fixed", "fused"),
+    "dynamic": Arm("dynamic", "verl"),
+    "dynamic_chunked": Arm("dynamic", "chunked"),  # ours where fused kernels cannot run (the VL recipes)
+    "ours": Arm("dynamic", "fused"),  # configs/batching/packed_dynamic + configs/kernels/fused
+}
 GOALS = {  # name: (numerator, denominator, target)
     "ours / verl_default, valid tokens/s": ("ours", "verl_default", 1.5),
     "ours / padded, valid tokens/s": ("ours", "padded", 2.5),
     "ours MFU / packed-roofline proxy MFU": ("ours", "proxy", 0.85),
+    "dynamic_chunked / ours (no fused kernels, no flash-attn), valid tokens/s": ("dynamic_chunked", "ours", 0.9),
 }
 
 
 def arm_overrides(arm: str, num_seqs: int, micro_batch_size: int, token_budget: int) -> list[str]:
-    """verl 0.9.1 keys, as a recipe would set them."""
-    common = [
+    """verl 0.9.1 keys, as a recipe would set them (chunked log-probs are installed in-process, not by a key)."""
+    if arm not in ARMS:
+        raise ValueError(f"arm must be one of {tuple(ARMS)}, got {arm!r}")
+    settings = ARMS[arm]
+    overrides = [
         "+actor_rollout_ref.model.override_config.attn_implementation=" + varlen_attention.NAME,
         "actor_rollout_ref.actor.strategy=fsdp2",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={num_seqs}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro_batch_size}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro_batch_size}",
+        f"actor_rollout_ref.model.use_remove_padding={settings.packed}",
+        f"actor_rollout_ref.model.use_fused_kernels={settings.logprobs == 'fused'}",
     ]
-    fixed = ["actor_rollout_ref.actor.use_dynamic_bsz=False", "actor_rollout_ref.model.use_fused_kernels=False"]
-    if arm == "padded":
-        return common + fixed + ["actor_rollout_ref.model.use_remove_padding=False"]
-    if arm == "verl_default":
-        return common + fixed + ["actor_rollout_ref.model.use_remove_padding=True"]
-    if arm == "ours":
-        return common + [
-            "actor_rollout_ref.model.use_remove_padding=True",
-            "actor_rollout_ref.actor.use_dynamic_bsz=True",
-            f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={token_budget}",
-            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
-            f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={2 * token_budget}",
-            "actor_rollout_ref.model.use_fused_kernels=True",
-        ]
-    raise ValueError(f"arm must be one of {ARMS}, got {arm!r}")
+    if settings.batching == "fixed":
+        return overrides + ["actor_rollout_ref.actor.use_dynamic_bsz=False"]
+    return overrides + [
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={token_budget}",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={2 * token_budget}",
+    ]
+
+
+def factor_table(arms: dict) -> dict:
+    """valid tokens/s by batching (rows) and log-prob path (columns), for the packed arms that ran."""
+    table = {}
+    for name, arm in arms.items():
+        settings = ARMS[name]
+        if settings.packed:
+            table.setdefault(settings.batching, {})[settings.logprobs] = arm["tokens_per_s"]
+    return table
 
 
 class TokenCounter:
@@ -172,6 +202,10 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
         torch.cuda.reset_peak_memory_stats()
     memory_before = torch.cuda.memory_allocated() / 2**30 if on_gpu else None
     overrides = arm_overrides(arm, args.num_seqs, args.micro_batch_size, args.token_budget)
+    if args.optimizer_offload:  # a per-tensor Adam step: foreach's full-size temporaries do not fit a 7B on 141 GB
+        overrides += ["actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
+                      "actor_rollout_ref.actor.optim.override_optimizer_config={foreach:false}"]
+    logprobs.use(ARMS[arm].logprobs == "chunked")
     build_start = time.perf_counter()
     worker = verl_actor.build_worker(verl_actor.compose(model_path, overrides))
     build_seconds = time.perf_counter() - build_start
@@ -203,8 +237,23 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
         "stayed_packed": all(step["stayed_packed"] for step in steps),
         "padded_attention_calls": steps[0]["padded_attention_calls"],
         "grad_norm": steps[0]["grad_norm"],
+        "logprob_function": verl_logprob_function(),
     }
     return result, worker
+
+
+def varlen_attention_module_found(name: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(name) is not None
+
+
+def verl_logprob_function() -> str:
+    """The log-prob function verl's FSDP engine calls when kernels are not fused: proof of which path an arm ran."""
+    from verl.workers.engine.fsdp import transformer_impl
+
+    function = transformer_impl.logprobs_from_logits
+    return f"{function.__module__}.{function.__name__}"
 
 
 def release_arm(original_forward, on_gpu: bool) -> None:
@@ -212,6 +261,7 @@ def release_arm(original_forward, on_gpu: bool) -> None:
     from transformers import Qwen2ForCausalLM
 
     Qwen2ForCausalLM.forward = original_forward
+    logprobs.use(False)
     gc.collect()
     if on_gpu:
         torch.cuda.empty_cache()
@@ -236,14 +286,19 @@ def checks(arms: dict, proxy: dict | None) -> dict:
     """Correctness guards: every arm computes the same loss on the same first step; packed arms stay packed."""
     losses = [arm["warmup_loss"] for arm in arms.values()]
     spread = float((max(losses) - min(losses)) / max(abs(np.mean(losses)), 1e-12))
-    packed = [name for name in arms if name != "padded"]
+    packed = [name for name in arms if ARMS[name].packed]
     return {
         "warmup_loss_relative_spread": spread,
         "losses_agree": bool(spread < 2e-2),
         "packed_arms_stayed_packed": all(arms[name]["stayed_packed"] for name in packed)
         and (proxy is None or proxy["stayed_packed"]),
         "padded_arm_saw_padding": arms["padded"]["padded_attention_calls"] > 0 if "padded" in arms else None,
+        "chunked_arms_ran_chunked": all((arm["logprob_function"] == CHUNKED) == (ARMS[name].logprobs == "chunked")
+                                        for name, arm in arms.items()),
     }
+
+
+CHUNKED = f"{logprobs.__name__}.logprobs_from_logits"
 
 
 def print_tables(payload: dict) -> None:
@@ -270,6 +325,10 @@ def print_tables(payload: dict) -> None:
         ("seconds", "step s"),
     ]
     print(report.table(rows, columns))
+    factors = payload["factors"]
+    paths = ("verl", "chunked", "fused")
+    print(f"valid tok/s by batching x log-prob path (verl = {payload['conditions']['verl_logprobs']}):")
+    print(report.table([{"batching": b, **factors[b]} for b in factors], [("batching", "batching")] + [(p, p) for p in paths]))
     goal_rows = [dict(goal=name, **goal) for name, goal in payload["goals"].items()]
     print(report.table(goal_rows, [("goal", "goal"), ("value", "value"), ("target", "target"), ("held", "held")]))
 
@@ -303,13 +362,17 @@ def parse_args(argv):
     parser.add_argument("--steps", type=int, help="timed steps per arm after one warm-up step (default 2; dry run 1)")
     parser.add_argument("--proxy-repeats", type=int, help="timed proxy runs after one warm-up (default 3; dry run 1)")
     parser.add_argument("--time-budget-s", type=float, default=270, help="no extra timed steps after this")
+    parser.add_argument("--shape", choices=list(model_shape.SHAPES), default="qwen2.5-1.5b",
+                        help="model shape on the GPU (the dry run is always tiny)")
+    parser.add_argument("--optimizer-offload", action="store_true",
+                        help="Adam states on the CPU between steps and a per-tensor (not foreach) step: 7B on one GPU")
     args = parser.parse_args(argv)
     args.arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
     unknown = sorted(set(args.arms) - set(ARMS))
     if unknown:
         parser.error(f"--arms: unknown {unknown}; choose from {ARMS}")
     dry = args.cpu_dry_run
-    args.shape = "tiny" if dry else "qwen2.5-1.5b"
+    args.shape = "tiny" if dry else args.shape
     args.num_seqs = args.num_seqs or (4 if dry else 128)
     args.steps = args.steps or (1 if dry else 2)
     args.proxy_repeats = args.proxy_repeats or (1 if dry else 3)
@@ -339,6 +402,13 @@ def main(argv=None) -> int:
     vocab_size = model_shape.SHAPES[args.shape]["vocab_size"]
     payload["model"] = {"shape": args.shape, **model_shape.SHAPES[args.shape]}
     payload["lengths"] = batch_lengths.summary()
+    payload["conditions"] = {  # every ratio depends on these
+        "flash_attn_installed": varlen_attention_module_found("flash_attn"),
+        "verl_logprobs": "flash-attn cross-entropy" if logprobs.flash_attn_cross_entropy_available()
+        else "verl's per-token fallback loop (logprobs_from_logits_v2), flash-attn absent",
+        "attention": "torch_varlen in every arm",
+        "optimizer_offload": args.optimizer_offload,
+    }
     payload["settings"] = {
         "num_seqs": args.num_seqs,
         "max_prompt": args.max_prompt,
@@ -365,13 +435,14 @@ def main(argv=None) -> int:
                 proxy = run_proxy(worker, budget_lengths, vocab_size, args.proxy_repeats, on_gpu)
             del worker
             release_arm(original_forward, on_gpu)
-    payload.update(arms=arms, proxy=proxy, goals=goals(arms, proxy), checks=checks(arms, proxy))
+    payload.update(arms=arms, proxy=proxy, goals=goals(arms, proxy), checks=checks(arms, proxy), factors=factor_table(arms))
     payload["wall_s"] = round(time.perf_counter() - started, 1)
     path = report.write_json("actor_update", payload)
     print(f"wall {payload['wall_s']}s" + (f"; wrote {path}" if path else ""), flush=True)
     print_tables(payload)
     torch.distributed.destroy_process_group()
-    return 0 if payload["checks"]["losses_agree"] and payload["checks"]["packed_arms_stayed_packed"] else 1
+    passed = all(payload["checks"][name] for name in ("losses_agree", "packed_arms_stayed_packed", "chunked_arms_ran_chunked"))
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Random-init model folders for the benchmarks: Qwen2.5-1.5B's shape (no hub, no real weights) or a tiny one."""
+"""Random-init model folders for the benchmarks: Qwen2.5-1.5B's or 7B's shape (no hub, no real weights) or a tiny one."""
 
 import os
 
@@ -15,6 +15,18 @@ SHAPES = {
         num_key_value_heads=2,
         vocab_size=151936,
         max_position_embeddings=32768,
+        tie_word_embeddings=True,
+    ),
+    # Qwen/Qwen2.5-7B-Instruct's config.json: 7.62 B parameters, untied embeddings, 4 KV heads.
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        max_position_embeddings=32768,
+        tie_word_embeddings=False,
     ),
     "tiny": dict(
         hidden_size=64,
@@ -24,6 +36,7 @@ SHAPES = {
         num_key_value_heads=2,
         vocab_size=512,
         max_position_embeddings=4096,
+        tie_word_embeddings=True,
     ),
 }
 
@@ -35,7 +48,6 @@ def config(shape: str) -> Qwen2Config:
         **SHAPES[shape],
         rope_theta=1e6,
         rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
         hidden_act="silu",
         bos_token_id=1,
         eos_token_id=2,

@@ -36,6 +36,8 @@ ARMS = {  # run in this order: what the goals need first
     "ours": dict(enforce_eager=False, gpu_memory_utilization=0.7),
     "eager": dict(enforce_eager=True, gpu_memory_utilization=0.7),
     "verl_default": dict(enforce_eager=False, gpu_memory_utilization=0.5),
+    # against per-step CPU overhead: schedule step n+1 while step n runs on the GPU (vLLM's async_scheduling)
+    "async_scheduling": dict(enforce_eager=False, gpu_memory_utilization=0.7, async_scheduling=True),
 }
 GRAPH_SPEEDUP_TARGET = 1.17  # NVIDIA's RL pipeline tuning talk: CUDA graphs cut generate time ~17%
 FLOOR_FRACTION_TARGET = 0.70  # our goal: >= 70% of the HBM floor at B >= 64 (bench/README.md)
@@ -71,6 +73,10 @@ class VllmEngine:
         self.engine = self.llm.llm_engine
         cache = self.engine.vllm_config.cache_config
         self.kv_capacity_tokens = (cache.num_gpu_blocks or 0) * cache.block_size
+        # what the engine resolved, defaults included (the arms set only a few keys)
+        scheduler, compilation = self.engine.vllm_config.scheduler_config, self.engine.vllm_config.compilation_config
+        self.resolved = {"async_scheduling": getattr(scheduler, "async_scheduling", None),
+                         "cudagraph_capture_sizes": list(getattr(compilation, "cudagraph_capture_sizes", None) or [])[-3:]}
 
     def submit(self, request_id: str, prompt_ids: list[int], max_tokens: int) -> None:
         from vllm import SamplingParams
@@ -95,6 +101,7 @@ class TinyEngine:
     running request per step, so the admission loop, the checks and the report run without vLLM or a GPU."""
 
     kv_capacity_tokens = None
+    resolved = {}
 
     def __init__(self, vocab_size: int):
         generator = torch.Generator().manual_seed(0)
@@ -166,6 +173,7 @@ def run_arm(args) -> dict:
         "engine_kwargs": kwargs,
         "init_seconds": time.perf_counter() - started,
         "kv_capacity_tokens": engine.kv_capacity_tokens,
+        "resolved": engine.resolved,
         "levels": {},
     }
     warmup_prompts = [[3 + i] * 16 for i in range(8)]
@@ -203,7 +211,7 @@ def run_children(args, model_path: str, deadline: float) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".json") as result_file:
             command = [sys.executable, "-m", "verl_recipes.bench.rollout", "--arm", arm, "--result", result_file.name]
             command += ["--model-path", model_path, "--deadline", str(deadline)]
-            command += ["--max-response", str(args.max_response)]
+            command += ["--max-response", str(args.max_response), "--shape", args.shape]
             command += ["--concurrencies", ",".join(map(str, args.concurrencies))]
             command += ["--cpu-dry-run"] if args.cpu_dry_run else []
             print(f"== arm {arm}: {' '.join(command)}", flush=True)
@@ -242,6 +250,12 @@ def summarize(arms: dict, args, hardware: dict) -> tuple[dict, dict]:
         }
         goals[f"ours / verl_default (memory 0.7 vs 0.5), B={concurrency}"] = {
             "value": ours / default if ours and default else None,
+            "target": None,
+            "held": None,
+        }
+        scheduled = tokens_per_s("async_scheduling", concurrency)
+        goals[f"async_scheduling / ours, B={concurrency}"] = {
+            "value": scheduled / ours if ours and scheduled else None,
             "target": None,
             "held": None,
         }
@@ -301,6 +315,8 @@ def parse_args(argv):
     parser.add_argument("--concurrencies", help="requests in flight per level (default 16,64,256; dry run 2,8)")
     parser.add_argument("--max-response", type=int, help="response clip (default 2048 to fit 6 minutes; dry run 32)")
     parser.add_argument("--time-budget-s", type=float, default=330, help="no new arm or level after this")
+    parser.add_argument("--shape", choices=list(model_shape.SHAPES), default="qwen2.5-1.5b",
+                        help="model shape on the GPU (the dry run is always tiny)")
     parser.add_argument("--grace-s", type=float, default=120, help="an arm still running this long after it is killed")
     # set by the parent for its arm processes
     parser.add_argument("--arm", choices=tuple(ARMS), help=argparse.SUPPRESS)
@@ -319,7 +335,7 @@ def parse_args(argv):
         parser.error(f"--concurrencies must be comma-separated integers, got {args.concurrencies!r}")
     if min(args.concurrencies) < 1:
         parser.error("--concurrencies must all be >= 1")
-    args.shape = "tiny" if dry else "qwen2.5-1.5b"
+    args.shape = "tiny" if dry else args.shape
     args.vocab_size = model_shape.SHAPES[args.shape]["vocab_size"]
     args.max_response = args.max_response or (32 if dry else 2048)
     args.floor_goal_min = 8 if dry else 64  # the floor goal holds from this concurrency up

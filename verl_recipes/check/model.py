@@ -16,15 +16,50 @@ def vision_freeze(cfg: DictConfig) -> list[str]:
 
 
 def fused_kernels(cfg: DictConfig) -> list[str]:
-    """verl 0.9.1's fused log-prob kernels fail on a vision-language model under FSDP2: its Qwen-VL forward multiplies
-    by lm_head.weight while that is still a sharded DTensor ("aten.mm.default got mixed torch.Tensor and DTensor" in
-    compute_log_prob; found by the deepeyes and geo3k tiny smokes on an H200, 2026-11-21/22)."""
+    """verl 0.9.1's fused log-prob kernels fail under FSDP2 wherever lm_head is its own FSDP unit: with untied word
+    embeddings verl wraps lm_head apart (utils/fsdp_utils.py), and the fused forward multiplies by lm_head.weight
+    without calling lm_head, so the weight is still a sharded DTensor ("aten.mm.default got mixed torch.Tensor and
+    DTensor"). Found on Qwen-VL by the deepeyes and geo3k tiny smokes (H200, 2026-11-21/22) and on the Qwen2.5-7B
+    shape by bench/actor_update.py (H200, 2026-11-24); a tied model (Qwen2.5-1.5B) runs."""
     model, actor = cfg.actor_rollout_ref.model, cfg.actor_rollout_ref.actor
-    if (model.get("use_fused_kernels") and actor.get("strategy") == "fsdp2"
-            and hf_config(model.path).get("vision_config") is not None):
-        return ["'actor_rollout_ref.model.use_fused_kernels' = true fails for a vision-language model on FSDP2 in verl "
-                "0.9.1 (compute_log_prob: mixed torch.Tensor and DTensor): drop configs/kernels/fused"]
+    if not (model.get("use_fused_kernels") and actor.get("strategy") == "fsdp2"):
+        return []
+    config = hf_config(model.path)
+    tied = (config.get("text_config") or {}).get("tie_word_embeddings", config.get("tie_word_embeddings", False))
+    if config.get("vision_config") is not None or not tied:
+        return ["'actor_rollout_ref.model.use_fused_kernels' = true fails on FSDP2 in verl 0.9.1 for a model with an "
+                "untied lm_head or a vision tower (mixed torch.Tensor and DTensor in the fused forward): drop "
+                "configs/kernels/fused (without flash-attn, +configs/attention=torch_varlen's chunked log-probs are "
+                "as fast: bench/README.md)"]
     return []
+
+
+WITHOUT_FLASH_ATTN = "verl_recipes.runtime.without_flash_attn"
+
+
+def attention(cfg: DictConfig) -> list[str]:
+    """attn_implementation=torch_varlen (configs/attention/torch_varlen) is ours: it exists in a worker only where
+    verl_recipes.runtime.without_flash_attn is loaded, it is causal (no vision tower), and verl's Ulysses all-to-all
+    patches flash-attn's function, not ours."""
+    model = cfg.actor_rollout_ref.model
+    if model.override_config.get("attn_implementation") != "torch_varlen":
+        return []
+    errors = []
+    env_vars = (cfg.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env") or {}).get("env_vars") or {}
+    if WITHOUT_FLASH_ATTN not in str(env_vars.get("VERL_USE_EXTERNAL_MODULES", "")):
+        errors.append("'actor_rollout_ref.model.override_config.attn_implementation' = torch_varlen is registered only by "
+                      f"{WITHOUT_FLASH_ATTN}, which ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES "
+                      "does not name: use +configs/attention=torch_varlen rather than setting the key alone")
+    if hf_config(model.path).get("vision_config") is not None:
+        errors.append("'actor_rollout_ref.model.override_config.attn_implementation' = torch_varlen is causal-only and "
+                      "a vision tower attends bidirectionally: use +configs/attention=sdpa_padded for a VL model")
+    for role in ("actor", "ref"):
+        sp = cfg.actor_rollout_ref[role].get("fsdp_config", {}).get("ulysses_sequence_parallel_size", 1) or 1
+        if sp > 1:
+            errors.append(f"'actor_rollout_ref.{role}.fsdp_config.ulysses_sequence_parallel_size' = {sp} needs "
+                          "flash-attn (verl patches its attention function for the all-to-all); torch_varlen has none: "
+                          "install flash-attn or set it to 1")
+    return errors
 
 
 def chat_template(cfg: DictConfig) -> list[str]:

@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig
 
-from verl_recipes.catalog import REPO
+from verl_recipes.catalog import REPO, hf_config
 from verl_recipes.check.keys import VERL_VERSION
 from verl_recipes.compose import flatten
 from verl_recipes.entrypoints import Pool
@@ -111,15 +111,50 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
         needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
     elif cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
         # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
-        needs["flash_attn"] = ("verl[flash-attn-cu130torch211] (requirements/gpu.txt), or run on sdpa: "
-                               "actor_rollout_ref.model.override_config.attn_implementation=sdpa "
-                               "actor_rollout_ref.model.use_remove_padding=false (as configs/smoke/tiny_gpu does)")
+        needs["flash_attn"] = (f"verl[flash-attn-cu130torch211] (requirements/gpu.txt), or run without it: "
+                               f"ARGS=\"+configs/attention={attention_fragment(cfg)}\" (a local launch adds it itself)")
     loggers = {"wandb": "wandb (configs/logging/wandb)", "tensorboard": "tensorboard (configs/logging/tensorboard)",
                "mlflow": "mlflow (configs/logging/mlflow)"}
     for backend in cfg.trainer.logger or []:
         if backend in loggers:
             needs[backend] = loggers[backend]
     return needs
+
+
+# ---------------------------------------------------------------- attention without flash-attn
+
+
+def attention_fragment(cfg: DictConfig) -> str | None:
+    """The configs/attention fragment that replaces flash-attn for this config; None where it asks for none."""
+    model = cfg.actor_rollout_ref.model
+    if cfg.model_engine == "megatron" or model.override_config.get("attn_implementation", "flash_attention_2") != "flash_attention_2":
+        return None
+    return "sdpa_padded" if hf_config(model.path).get("vision_config") is not None else "torch_varlen"
+
+
+def attention_fallback(cfg: DictConfig) -> str | None:
+    """attention_fragment(cfg) where this machine cannot import flash_attn: the launcher adds it and says so."""
+    return None if _module_found("flash_attn") else attention_fragment(cfg)
+
+
+def attention_path(cfg: DictConfig) -> str:
+    """Which attention and log-prob code the actor will run, for the launch summary."""
+    model = cfg.actor_rollout_ref.model
+    if cfg.model_engine == "megatron":
+        return "Megatron-Core (TransformerEngine attention, vocab-parallel log-probs)"
+    implementation = model.override_config.get("attn_implementation", "flash_attention_2")
+    packing = "packed rows" if model.use_remove_padding else "padded rows"
+    attention = {"flash_attention_2": "flash-attn", "torch_varlen": "PyTorch varlen_attn (torch_varlen)",
+                 "sdpa": "PyTorch SDPA"}.get(implementation, implementation)
+    if model.use_fused_kernels:
+        logprobs = "verl's fused kernels"
+    elif implementation == "flash_attention_2" or _module_found("flash_attn"):
+        logprobs = "flash-attn's cross-entropy"
+    else:
+        hook = "verl_recipes.runtime.without_flash_attn" in str(flatten(cfg).get(
+            "ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES", ""))
+        logprobs = "chunked (verl_recipes.runtime.logprobs)" if hook else "verl's per-token fallback loop (slow)"
+    return f"attention {attention} on {packing}; log-probs {logprobs}"
 
 
 def missing_packages(packages: dict[str, str]) -> list[str]:

@@ -36,7 +36,8 @@ def build_tokenizer(folder: Path, rng: random.Random):
 
 
 def build_qwen2(folder: Path, seed: int = 0) -> Path:
-    """A 4-layer Qwen2 (the Qwen2.5 architecture) with head_dim 64, which vLLM's kernels support."""
+    """A 4-layer Qwen2 (the Qwen2.5 architecture) with head_dim 64, which vLLM's kernels support; untied embeddings like
+    Qwen2.5-7B (the recipes' model), since FSDP2 wraps an untied lm_head apart and some verl paths trip on it."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -45,7 +46,7 @@ def build_qwen2(folder: Path, seed: int = 0) -> Path:
     pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
     config = Qwen2Config(vocab_size=(len(tok) + 63) // 64 * 64, hidden_size=256, intermediate_size=512,
                          num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=pad,
+                         max_position_embeddings=4096, tie_word_embeddings=False, bos_token_id=pad,
                          eos_token_id=eos, pad_token_id=pad, torch_dtype="bfloat16")
     torch.manual_seed(seed)
     Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)

@@ -1,4 +1,4 @@
-"""verl_recipes.bench.varlen_attention: packed rows are cut into their sequences, padded rows lose their pads, and a real
+"""verl_recipes.runtime.varlen_attention: packed rows are cut into their sequences, padded rows lose their pads, and a real
 transformers Qwen2 model run with attn_implementation="torch_varlen" on a packed row gives each sequence the
 logits it gets alone."""
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
-from verl_recipes.bench import model_shape, varlen_attention
+from verl_recipes.bench import model_shape
+from verl_recipes.runtime import varlen_attention
 
 
 def random_qkv(total, heads=4, kv_heads=2, head_dim=16, seed=0):

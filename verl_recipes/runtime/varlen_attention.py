@@ -2,8 +2,8 @@
 
 verl's packed path (use_remove_padding=True) feeds the model ONE row of concatenated sequences whose
 position_ids restart at 0 where each sequence starts, with attention_mask=None, and counts on flash-attn's
-varlen kernel to keep the sequences apart. flash-attn is not installed on the lent GPU, so this module gives
-the same semantics without it:
+varlen kernel to keep the sequences apart. This module gives the same semantics without flash-attn
+(configs/attention/torch_varlen loads it in every worker through verl_recipes.runtime.without_flash_attn):
   * no mask (packed row, or unpadded rows): sequences are cut where position_ids restart at 0;
   * a 2-D padding mask (verl's use_remove_padding=False path): the valid tokens of each row are gathered and
     attended as one sequence, as transformers' flash-attention path does.
@@ -11,8 +11,8 @@ No query attends to a pad token or to another sequence, and attention spends no 
 On CUDA the kernel is torch.nn.attention.varlen.varlen_attn (PyTorch's flash kernel); on CPU, or on a torch
 without it, causal SDPA runs once per sequence.
 
-Use it with `+actor_rollout_ref.model.override_config.attn_implementation=torch_varlen`. It registers itself on
-import, so `actor_rollout_ref.model.external_lib=verl_recipes.bench.varlen_attention` also works in a real verl run.
+Causal only: it serves decoder language models. Vision towers attend bidirectionally, so VL models keep SDPA
+(configs/attention/sdpa_padded). It registers itself on import.
 """
 
 import inspect
