@@ -2,6 +2,7 @@
 Hostile code is in tests/test_sandbox_security.py."""
 
 import asyncio
+import logging
 import os
 import shutil
 import stat
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
+from verl_recipes.runtime.tools import sandbox_cgroup
 from verl_recipes.runtime.tools.sandbox import (
     NAMESPACE_HELP,
     LocalSandbox,
@@ -72,7 +74,27 @@ def test_wall_time_limit_returns_in_time_with_partial_output(sandbox):
     assert result.message == "wall time limit of 3.0 s exceeded"
 
 
-def test_cpu_time_limit_is_reported_as_timeout():
+@pytest.fixture
+def rlimits_only(monkeypatch):
+    """A host that delegates no cgroups: runs are bounded by per-process rlimits only."""
+
+    def no_cgroups(probe_name):
+        raise sandbox_cgroup.CgroupsUnavailableError("no cgroup v2 mount; no cgroup v1 hierarchy for memory")
+
+    monkeypatch.setattr(sandbox_cgroup, "find_cgroups", no_cgroups)
+
+
+def test_without_cgroups_a_warning_names_the_fallback(rlimits_only, caplog):
+    with caplog.at_level(logging.WARNING):
+        box = LocalSandbox(LIMITS)
+    assert box.cgroups is None
+    assert "no per-run cgroups (no cgroup v2 mount; no cgroup v1 hierarchy for memory)" in caplog.text
+    assert "Falling back to per-process rlimits" in caplog.text
+    result = box.run("print(1)")
+    assert (result.stdout, result.cpu_time_s) == ("1\n", None)
+
+
+def test_cpu_time_limit_is_reported_as_timeout(rlimits_only):
     box = LocalSandbox(SandboxLimits(wall_time_s=20, cpu_time_s=1))
     result = box.run("while True: pass")
     assert (result.status, result.exit_code) == ("timeout", 128 + 24)  # SIGXCPU
