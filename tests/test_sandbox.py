@@ -161,15 +161,15 @@ def test_run_async_does_not_use_the_event_loops_default_executor():
 
 
 def test_setup_failure_is_an_infrastructure_error_without_weak_fallback():
-    box = LocalSandbox(SandboxLimits(max_disk_mb=1e-6), allow_weak_sandbox=True)  # a one-page jail
+    box = LocalSandbox(SandboxLimits(max_disk_mb=1e-6), weak_sandbox_for_trusted_models_only=True)  # a one-page jail
     with pytest.raises(SandboxUnavailableError, match="cannot build the sandbox filesystem.*No space left"):
         box.run("#" * 20000)  # no room for main.py
     assert box.mode == "namespaces"  # only missing namespaces may switch to weak mode
 
 
-@pytest.mark.parametrize("allow_weak", [True, False])
-def test_weak_mode_is_used_only_when_allowed(monkeypatch, allow_weak):
-    box = LocalSandbox(LIMITS, allow_weak_sandbox=allow_weak)
+@pytest.mark.parametrize("weak_allowed", [True, False])
+def test_weak_mode_is_used_only_when_allowed(monkeypatch, caplog, weak_allowed):
+    box = LocalSandbox(LIMITS, weak_sandbox_for_trusted_models_only=weak_allowed)
     real_run = LocalSandbox._run_in_mode
 
     def namespaces_fail(self, code):
@@ -178,18 +178,22 @@ def test_weak_mode_is_used_only_when_allowed(monkeypatch, allow_weak):
         return real_run(self, code)
 
     monkeypatch.setattr(LocalSandbox, "_run_in_mode", namespaces_fail)
-    if allow_weak:
-        assert box.run("print(1)").stdout == "1\n"
+    if weak_allowed:
+        with caplog.at_level(logging.WARNING):
+            assert box.run("print(1)").stdout == "1\n"
         assert box.mode == "weak"
+        assert "falls back to WEAK MODE" in caplog.text and "not a sandbox against the model" in caplog.text
     else:
-        with pytest.raises(NamespacesUnavailableError, match="allow_weak_sandbox: true.*sandbox_fusion_url"):
+        with pytest.raises(
+            NamespacesUnavailableError, match="sandbox_fusion_url.*weak_sandbox_for_trusted_models_only"
+        ):
             box.run("print(1)")
         assert box.mode == "namespaces"
 
 
 @pytest.fixture()
 def weak_sandbox():
-    box = LocalSandbox(LIMITS, allow_weak_sandbox=True)
+    box = LocalSandbox(LIMITS, weak_sandbox_for_trusted_models_only=True)
     box.mode = "weak"
     return box
 

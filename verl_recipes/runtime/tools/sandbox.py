@@ -22,10 +22,11 @@ from the kernel (and check their parent right after arming it); a launcher whose
 removes its jail directory and cgroups. What a killed launcher leaves (both killed at once) is removed when the
 next LocalSandbox starts: run directories and cgroups are named after the owner's pid and start time.
 
-Weak mode (`allow_weak_sandbox=True`, used only when namespaces cannot be created, e.g. in a
+Weak mode (`weak_sandbox_for_trusted_models_only=True`; used only when namespaces cannot be created, e.g. in a
 default Docker container) keeps the rlimits, the cgroups (where available), the clean environment, the deadline,
-the output caps and the audit hook, but runs as the trainer's uid on the host filesystem: a determined attacker
-can get around the audit hook. Use it only for trusted models, or use SandboxFusion instead.
+the output caps and the audit hook, but runs the code as the trainer's uid on the host filesystem, with the
+network and the trainer's processes in reach. It is not a sandbox against a model: the audit hook is the only
+barrier there, and Python code can get around it. Use it only for a model you trust, or use SandboxFusion instead.
 """
 
 import asyncio
@@ -60,8 +61,14 @@ RUN_PREFIX = "verl-sandbox-"  # + "<owner pid>.<owner start time>-<random>": jai
 NAMESPACE_HELP = (
     "run the trainer as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
     "on Ubuntu >= 23.10 also kernel.apparmor_restrict_unprivileged_userns=0; in Docker use --privileged or a "
-    "seccomp profile that allows unshare), or set allow_weak_sandbox: true (rlimits + audit hook only, same uid), "
-    "or set sandbox_fusion_url to use a SandboxFusion server"
+    "seccomp profile that allows unshare), or set sandbox_fusion_url to use a SandboxFusion server; only for a "
+    "model you trust: weak_sandbox_for_trusted_models_only: true (the code then runs as the trainer's user on the "
+    "host, behind an audit hook that Python code can remove)"
+)
+WEAK_MODE_WARNING = (
+    "Linux namespaces are unavailable: the local sandbox falls back to WEAK MODE (weak_sandbox_for_trusted_models_only"
+    " is set). Model code now runs as the trainer's user on the host filesystem, with network access, behind rlimits, "
+    "cgroups where available and a Python audit hook that Python code can remove: not a sandbox against the model."
 )
 
 
@@ -233,13 +240,13 @@ class LocalSandbox(BoundedRunner):
         self,
         limits: SandboxLimits = SandboxLimits(),
         max_concurrency: int = 8,
-        allow_weak_sandbox: bool = False,
-        site_packages: bool = True,
         *,
+        weak_sandbox_for_trusted_models_only: bool = False,
+        site_packages: bool = True,
         audit_hook: bool = True,
     ):
         super().__init__(limits, max_concurrency)
-        self.allow_weak_sandbox = allow_weak_sandbox
+        self.weak_sandbox_for_trusted_models_only = weak_sandbox_for_trusted_models_only
         self.site_dirs = _site_dirs() if site_packages else []
         self.audit_hook = audit_hook
         self.mode = "namespaces"  # switches to "weak" once, if namespaces fail and weak is allowed
@@ -261,9 +268,9 @@ class LocalSandbox(BoundedRunner):
         try:
             return self._run_in_mode(code)
         except NamespacesUnavailableError:
-            if self.mode == "weak" or not self.allow_weak_sandbox:
+            if self.mode == "weak" or not self.weak_sandbox_for_trusted_models_only:
                 raise
-            logger.warning("Linux namespaces are unavailable; the local sandbox falls back to weak mode")
+            logger.warning(WEAK_MODE_WARNING)
             self.mode = "weak"
             return self._run_in_mode(code)
 
