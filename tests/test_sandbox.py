@@ -17,6 +17,7 @@ import pytest
 from verl_recipes.runtime.tools import sandbox_cgroup
 from verl_recipes.runtime.tools.sandbox import (
     NAMESPACE_HELP,
+    BoundedRunner,
     LocalSandbox,
     NamespacesUnavailableError,
     SandboxLimits,
@@ -146,6 +147,44 @@ def test_concurrent_runs_are_bounded_and_do_not_deadlock(sandbox):
         results = list(pool.map(sandbox.run, codes))
     assert [r.stdout for r in results] == ["done\n"] * 24
     assert time.monotonic() - before < 30
+
+
+class _SleepRunner(BoundedRunner):
+    """Each run sleeps 0.5 s: the queue without the cost of real runs."""
+
+    def _run_once(self, code):
+        time.sleep(0.5)
+        return SandboxResult("ok", 0, code, "", 0.5)
+
+
+def _queued_twice(run_async):
+    runner = _SleepRunner(LIMITS, max_concurrency=1, queue_timeout_s=0.1)
+    start = time.monotonic()
+    if run_async:
+
+        async def main():
+            return await asyncio.gather(runner.run_async("first"), runner.run_async("second"))
+
+        first, second = asyncio.run(main())
+    else:
+        with ThreadPoolExecutor(2) as pool:
+            first, second = pool.map(runner.run, ["first", "second"])
+    return first, second, time.monotonic() - start
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_call_that_waits_too_long_for_a_slot_returns_a_clear_status(run_async):
+    first, second, elapsed = _queued_twice(run_async)
+    assert (first.status, first.stdout) == ("ok", "first")
+    assert (second.status, second.stdout, second.exit_code) == ("queue_timeout", "", None)
+    assert second.message == "not run: all 1 sandbox slots stayed busy for 0.1 s"
+    assert elapsed < 1.0  # the second call did not run after the first
+
+
+@pytest.mark.parametrize("value", [0, -1, "60", True])
+def test_bad_queue_timeout_is_rejected(value):
+    with pytest.raises(ValueError, match="queue_timeout_s must be a positive number of seconds"):
+        LocalSandbox(LIMITS, queue_timeout_s=value)
 
 
 def test_run_async_does_not_use_the_event_loops_default_executor():

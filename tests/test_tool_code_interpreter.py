@@ -126,6 +126,7 @@ def test_unknown_config_keys_are_rejected():
         ("max_output_bytes", -1, "max_output_bytes must be a positive number"),
         ("max_code_bytes", "64k", "max_code_bytes must be a positive integer"),
         ("max_concurrency", 0, "max_concurrency must be a positive integer"),
+        ("queue_timeout_s", 0, "queue_timeout_s must be a positive number of seconds"),
         ("weak_sandbox_for_trusted_models_only", "false", "must be true or false, got 'false'"),
     ],
 )
@@ -144,9 +145,10 @@ def test_the_old_weak_mode_key_is_refused_with_what_to_use_instead():
 def test_backend_follows_the_config():
     local = _tool().backend
     assert isinstance(local, LocalSandbox) and not local.weak_sandbox_for_trusted_models_only
-    local = _tool(weak_sandbox_for_trusted_models_only=True, max_concurrency=2).backend
-    assert (local.weak_sandbox_for_trusted_models_only, local.max_concurrency) == (True, 2)
-    assert isinstance(_tool(sandbox_fusion_url="http://127.0.0.1:9/run_code").backend, SandboxFusionClient)
+    local = _tool(weak_sandbox_for_trusted_models_only=True, queue_timeout_s=5, max_concurrency=2).backend
+    assert (local.weak_sandbox_for_trusted_models_only, local.queue_timeout_s, local.max_concurrency) == (True, 5, 2)
+    remote = _tool(sandbox_fusion_url="http://127.0.0.1:9/run_code", queue_timeout_s=7).backend
+    assert isinstance(remote, SandboxFusionClient) and remote.queue_timeout_s == 7
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -13,13 +13,14 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits
+from verl_recipes.runtime.tools.sandbox import QUEUE_TIMEOUT_S, LocalSandbox, SandboxLimits
 from verl_recipes.runtime.tools.sandbox_fusion import SandboxFusionClient
 
 CONFIG_DEFAULTS = {
     "type": "native",
     "sandbox_fusion_url": None,  # e.g. http://localhost:8080/run_code; None = local sandbox
     "max_concurrency": 8,  # runs at once per rollout worker process
+    "queue_timeout_s": QUEUE_TIMEOUT_S,  # longest wait for a free slot; then the model gets a queue_timeout reply
     "timeout_s": 30,  # wall time; the CPU-time limit is the same
     "memory_limit_mb": 1024,  # the whole run
     "max_output_bytes": 8192,  # per stream, before verl's own multi_turn.max_tool_response_length
@@ -97,10 +98,11 @@ class CodeInterpreterTool(BaseTool):
         if not isinstance(weak, bool):
             key = "weak_sandbox_for_trusted_models_only"
             raise ValueError(f"code_interpreter tool config: {key} must be true or false, got {weak!r}")
+        runner = (limits, cfg["max_concurrency"], cfg["queue_timeout_s"])
         if cfg["sandbox_fusion_url"]:
-            self.backend = SandboxFusionClient(cfg["sandbox_fusion_url"], limits, cfg["max_concurrency"])
+            self.backend = SandboxFusionClient(cfg["sandbox_fusion_url"], *runner)
         else:
-            self.backend = LocalSandbox(limits, cfg["max_concurrency"], weak_sandbox_for_trusted_models_only=weak)
+            self.backend = LocalSandbox(*runner, weak_sandbox_for_trusted_models_only=weak)
 
     def _argument_error(self, parameters) -> str | None:
         if not isinstance(parameters, dict) or "code" not in parameters:

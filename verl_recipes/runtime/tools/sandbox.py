@@ -22,6 +22,8 @@ from the kernel (and check their parent right after arming it); a launcher whose
 removes its jail directory and cgroups. What a killed launcher leaves (both killed at once) is removed when the
 next LocalSandbox starts: run directories and cgroups are named after the owner's pid and start time.
 
+Calls beyond max_concurrency wait for a slot at most queue_timeout_s, then return status queue_timeout unrun.
+
 Weak mode (`weak_sandbox_for_trusted_models_only=True`; used only when namespaces cannot be created, e.g. in a
 default Docker container) keeps the rlimits, the cgroups (where available), the clean environment, the deadline,
 the output caps and the audit hook, but runs the code as the trainer's uid on the host filesystem, with the
@@ -57,6 +59,7 @@ SANDBOX_UID_BASE, SANDBOX_UID_COUNT = 1_000_000_000, 1_000_000_000
 LAUNCHER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 KILL_GRACE_S = 2.0  # after a kill, how long to wait for the run's processes to close their pipes
 CGROUP_POLL_S = 0.1  # how often a run's cgroup is read (CPU time, OOM kills) while it runs
+QUEUE_TIMEOUT_S = 120.0  # default longest wait for a free slot
 RUN_PREFIX = "verl-sandbox-"  # + "<owner pid>.<owner start time>-<random>": jail directories and run cgroups
 NAMESPACE_HELP = (
     "run the trainer as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
@@ -101,7 +104,7 @@ class SandboxLimits:
 
 @dataclasses.dataclass(frozen=True)
 class SandboxResult:
-    status: str  # ok | timeout | memory | error | output_truncated
+    status: str  # ok | timeout | memory | error | output_truncated | queue_timeout
     exit_code: int | None
     stdout: str
     stderr: str
@@ -207,25 +210,47 @@ def _run_status(stop_reason, exit_code, usage, limits):
 
 
 class BoundedRunner:
-    """Runs code through `_run_once` with at most `max_concurrency` runs at a time (threads or asyncio)."""
+    """Runs code through `_run_once`, at most `max_concurrency` runs at a time (threads or asyncio). A call that gets
+    no slot within `queue_timeout_s` returns status queue_timeout without running, instead of stalling its caller."""
 
-    def __init__(self, limits: SandboxLimits, max_concurrency: int):
+    def __init__(self, limits: SandboxLimits, max_concurrency: int, queue_timeout_s: float):
         if not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool) or max_concurrency < 1:
             raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+        if not isinstance(queue_timeout_s, (int, float)) or isinstance(queue_timeout_s, bool) or queue_timeout_s <= 0:
+            raise ValueError(f"queue_timeout_s must be a positive number of seconds, got {queue_timeout_s!r}")
         self.limits = limits
         self.max_concurrency = max_concurrency
+        self.queue_timeout_s = queue_timeout_s
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._executor = None
 
     def run(self, code: str) -> SandboxResult:
-        with self._slots:
-            return self._run_once(code)
+        return self._run_queued(code, time.monotonic())
 
     async def run_async(self, code: str) -> SandboxResult:
         # A private pool: blocking runs must not starve the event loop's default executor.
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=type(self).__name__)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self.run, code)
+        job = self._executor.submit(self._run_queued, code, time.monotonic())
+        result = asyncio.wrap_future(job)
+        try:
+            return await asyncio.wait_for(asyncio.shield(result), self.queue_timeout_s)
+        except TimeoutError:
+            if job.cancel():  # still waiting for a thread of the pool
+                return self._queue_timeout_result()
+            return await result  # running, or waiting for a slot until its own deadline
+
+    def _run_queued(self, code, queued_at):
+        if not self._slots.acquire(timeout=max(0.0, queued_at + self.queue_timeout_s - time.monotonic())):
+            return self._queue_timeout_result()
+        try:
+            return self._run_once(code)
+        finally:
+            self._slots.release()
+
+    def _queue_timeout_result(self):
+        message = f"not run: all {self.max_concurrency} sandbox slots stayed busy for {self.queue_timeout_s} s"
+        return SandboxResult("queue_timeout", None, "", "", 0.0, message)
 
     def _run_once(self, code: str) -> SandboxResult:
         raise NotImplementedError
@@ -240,12 +265,13 @@ class LocalSandbox(BoundedRunner):
         self,
         limits: SandboxLimits = SandboxLimits(),
         max_concurrency: int = 8,
+        queue_timeout_s: float = QUEUE_TIMEOUT_S,
         *,
         weak_sandbox_for_trusted_models_only: bool = False,
         site_packages: bool = True,
         audit_hook: bool = True,
     ):
-        super().__init__(limits, max_concurrency)
+        super().__init__(limits, max_concurrency, queue_timeout_s)
         self.weak_sandbox_for_trusted_models_only = weak_sandbox_for_trusted_models_only
         self.site_dirs = _site_dirs() if site_packages else []
         self.audit_hook = audit_hook
