@@ -1,7 +1,7 @@
 """The local sandbox's kernel layer on its own (verl_recipes/runtime/tools/sandbox.py): every attack here runs with
 the CPython audit hook left out (`audit_hook=False`), as if the model had got around it, so what stops it is the
 namespaces, the jail, the per-run uid, the rlimits and the run's cgroup. The figures in recipes/retool-qwen25-7b/
-README.md ("Which layer stops what") come from these tests.
+README.md (The code sandbox) come from these tests.
 """
 
 import os
@@ -60,6 +60,7 @@ def test_children_touching_memory_hit_the_run_memory_limit(run_cgroups):
                 if os.fork() == 0:
                     data = b'x' * (100 * 2**20)
                     time.sleep(30)
+                    os._exit(0)
             time.sleep(30)
         """)
     )
@@ -90,6 +91,7 @@ def test_a_fork_loop_stops_at_the_run_process_limit(run_cgroups):
                     raise
                 if pid == 0:
                     time.sleep(30)
+                    os._exit(0)
                 forks += 1
         """)
     )
