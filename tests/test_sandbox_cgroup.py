@@ -61,6 +61,8 @@ def test_v2_own_cgroup_is_used_when_it_hands_the_controllers_down(fake_host):
         ({}, "cgroup v2 is not delegated: neither {own} nor {parent} enables memory pids cpu"),
         ({"parent_subtree": "memory pids"}, "cgroup v2 is not delegated"),
         ({"offered": ""}, "cgroup v2 offers no controllers to {own}"),
+        # a lent GPU machine: the job in a leaf whose parent hands down memory only
+        ({"offered": "memory", "parent_subtree": "memory"}, r"cgroup v2 offers \['memory'\] to {own}, not"),
     ],
 )
 def test_v2_without_delegation_says_why(fake_host, host, reason):
