@@ -2,6 +2,7 @@
 Hostile code is in tests/test_sandbox_security.py."""
 
 import asyncio
+import logging
 import os
 import shutil
 import stat
@@ -13,8 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
+from verl_recipes.runtime.tools import sandbox_cgroup
 from verl_recipes.runtime.tools.sandbox import (
     NAMESPACE_HELP,
+    BoundedRunner,
     LocalSandbox,
     NamespacesUnavailableError,
     SandboxLimits,
@@ -72,7 +75,27 @@ def test_wall_time_limit_returns_in_time_with_partial_output(sandbox):
     assert result.message == "wall time limit of 3.0 s exceeded"
 
 
-def test_cpu_time_limit_is_reported_as_timeout():
+@pytest.fixture
+def rlimits_only(monkeypatch):
+    """A host that delegates no cgroups: runs are bounded by per-process rlimits only."""
+
+    def no_cgroups(probe_name):
+        raise sandbox_cgroup.CgroupsUnavailableError("no cgroup v2 mount; no cgroup v1 hierarchy for memory")
+
+    monkeypatch.setattr(sandbox_cgroup, "find_cgroups", no_cgroups)
+
+
+def test_without_cgroups_a_warning_names_the_fallback(rlimits_only, caplog):
+    with caplog.at_level(logging.WARNING):
+        box = LocalSandbox(LIMITS)
+    assert box.cgroups is None
+    assert "no per-run cgroups (no cgroup v2 mount; no cgroup v1 hierarchy for memory)" in caplog.text
+    assert "Falling back to per-process rlimits" in caplog.text
+    result = box.run("print(1)")
+    assert (result.stdout, result.cpu_time_s) == ("1\n", None)
+
+
+def test_cpu_time_limit_is_reported_as_timeout(rlimits_only):
     box = LocalSandbox(SandboxLimits(wall_time_s=20, cpu_time_s=1))
     result = box.run("while True: pass")
     assert (result.status, result.exit_code) == ("timeout", 128 + 24)  # SIGXCPU
@@ -126,6 +149,44 @@ def test_concurrent_runs_are_bounded_and_do_not_deadlock(sandbox):
     assert time.monotonic() - before < 30
 
 
+class _SleepRunner(BoundedRunner):
+    """Each run sleeps 0.5 s: the queue without the cost of real runs."""
+
+    def _run_once(self, code):
+        time.sleep(0.5)
+        return SandboxResult("ok", 0, code, "", 0.5)
+
+
+def _queued_twice(run_async):
+    runner = _SleepRunner(LIMITS, max_concurrency=1, queue_timeout_s=0.1)
+    start = time.monotonic()
+    if run_async:
+
+        async def main():
+            return await asyncio.gather(runner.run_async("first"), runner.run_async("second"))
+
+        first, second = asyncio.run(main())
+    else:
+        with ThreadPoolExecutor(2) as pool:
+            first, second = pool.map(runner.run, ["first", "second"])
+    return first, second, time.monotonic() - start
+
+
+@pytest.mark.parametrize("run_async", [False, True])
+def test_a_call_that_waits_too_long_for_a_slot_returns_a_clear_status(run_async):
+    first, second, elapsed = _queued_twice(run_async)
+    assert (first.status, first.stdout) == ("ok", "first")
+    assert (second.status, second.stdout, second.exit_code) == ("queue_timeout", "", None)
+    assert second.message == "not run: all 1 sandbox slots stayed busy for 0.1 s"
+    assert elapsed < 1.0  # the second call did not run after the first
+
+
+@pytest.mark.parametrize("value", [0, -1, "60", True])
+def test_bad_queue_timeout_is_rejected(value):
+    with pytest.raises(ValueError, match="queue_timeout_s must be a positive number of seconds"):
+        LocalSandbox(LIMITS, queue_timeout_s=value)
+
+
 def test_run_async_does_not_use_the_event_loops_default_executor():
     box = LocalSandbox(LIMITS, max_concurrency=3)
     closed = ThreadPoolExecutor(1)
@@ -139,15 +200,15 @@ def test_run_async_does_not_use_the_event_loops_default_executor():
 
 
 def test_setup_failure_is_an_infrastructure_error_without_weak_fallback():
-    box = LocalSandbox(SandboxLimits(max_disk_mb=1e-6), allow_weak_sandbox=True)  # a one-page jail
+    box = LocalSandbox(SandboxLimits(max_disk_mb=1e-6), weak_sandbox_for_trusted_models_only=True)  # a one-page jail
     with pytest.raises(SandboxUnavailableError, match="cannot build the sandbox filesystem.*No space left"):
         box.run("#" * 20000)  # no room for main.py
     assert box.mode == "namespaces"  # only missing namespaces may switch to weak mode
 
 
-@pytest.mark.parametrize("allow_weak", [True, False])
-def test_weak_mode_is_used_only_when_allowed(monkeypatch, allow_weak):
-    box = LocalSandbox(LIMITS, allow_weak_sandbox=allow_weak)
+@pytest.mark.parametrize("weak_allowed", [True, False])
+def test_weak_mode_is_used_only_when_allowed(monkeypatch, caplog, weak_allowed):
+    box = LocalSandbox(LIMITS, weak_sandbox_for_trusted_models_only=weak_allowed)
     real_run = LocalSandbox._run_in_mode
 
     def namespaces_fail(self, code):
@@ -156,18 +217,22 @@ def test_weak_mode_is_used_only_when_allowed(monkeypatch, allow_weak):
         return real_run(self, code)
 
     monkeypatch.setattr(LocalSandbox, "_run_in_mode", namespaces_fail)
-    if allow_weak:
-        assert box.run("print(1)").stdout == "1\n"
+    if weak_allowed:
+        with caplog.at_level(logging.WARNING):
+            assert box.run("print(1)").stdout == "1\n"
         assert box.mode == "weak"
+        assert "falls back to WEAK MODE" in caplog.text and "not a sandbox against the model" in caplog.text
     else:
-        with pytest.raises(NamespacesUnavailableError, match="allow_weak_sandbox: true.*sandbox_fusion_url"):
+        with pytest.raises(
+            NamespacesUnavailableError, match="sandbox_fusion_url.*weak_sandbox_for_trusted_models_only"
+        ):
             box.run("print(1)")
         assert box.mode == "namespaces"
 
 
 @pytest.fixture()
 def weak_sandbox():
-    box = LocalSandbox(LIMITS, allow_weak_sandbox=True)
+    box = LocalSandbox(LIMITS, weak_sandbox_for_trusted_models_only=True)
     box.mode = "weak"
     return box
 

@@ -126,6 +126,8 @@ def test_unknown_config_keys_are_rejected():
         ("max_output_bytes", -1, "max_output_bytes must be a positive number"),
         ("max_code_bytes", "64k", "max_code_bytes must be a positive integer"),
         ("max_concurrency", 0, "max_concurrency must be a positive integer"),
+        ("queue_timeout_s", 0, "queue_timeout_s must be a positive number of seconds"),
+        ("weak_sandbox_for_trusted_models_only", "false", "must be true or false, got 'false'"),
     ],
 )
 def test_bad_config_values_are_rejected(key, value, error):
@@ -133,9 +135,20 @@ def test_bad_config_values_are_rejected(key, value, error):
         _tool(**{key: value})
 
 
-def test_backend_follows_sandbox_fusion_url():
-    assert isinstance(_tool().backend, LocalSandbox)
-    assert isinstance(_tool(sandbox_fusion_url="http://127.0.0.1:9/run_code").backend, SandboxFusionClient)
+def test_the_old_weak_mode_key_is_refused_with_what_to_use_instead():
+    with pytest.raises(ValueError, match="allow_weak_sandbox was removed: weak mode runs model code as the trainer's"):
+        _tool(allow_weak_sandbox=False)
+    with pytest.raises(ValueError, match="only for a model you trust, set weak_sandbox_for_trusted_models_only: true"):
+        _tool(allow_weak_sandbox=True)
+
+
+def test_backend_follows_the_config():
+    local = _tool().backend
+    assert isinstance(local, LocalSandbox) and not local.weak_sandbox_for_trusted_models_only
+    local = _tool(weak_sandbox_for_trusted_models_only=True, queue_timeout_s=5, max_concurrency=2).backend
+    assert (local.weak_sandbox_for_trusted_models_only, local.queue_timeout_s, local.max_concurrency) == (True, 5, 2)
+    remote = _tool(sandbox_fusion_url="http://127.0.0.1:9/run_code", queue_timeout_s=7).backend
+    assert isinstance(remote, SandboxFusionClient) and remote.queue_timeout_s == 7
 
 
 class _Handler(BaseHTTPRequestHandler):

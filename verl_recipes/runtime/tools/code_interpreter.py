@@ -13,18 +13,28 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits
+from verl_recipes.runtime.tools.sandbox import QUEUE_TIMEOUT_S, LocalSandbox, SandboxLimits
 from verl_recipes.runtime.tools.sandbox_fusion import SandboxFusionClient
 
 CONFIG_DEFAULTS = {
     "type": "native",
     "sandbox_fusion_url": None,  # e.g. http://localhost:8080/run_code; None = local sandbox
     "max_concurrency": 8,  # runs at once per rollout worker process
+    "queue_timeout_s": QUEUE_TIMEOUT_S,  # longest wait for a free slot; then the model gets a queue_timeout reply
     "timeout_s": 30,  # wall time; the CPU-time limit is the same
-    "memory_limit_mb": 1024,
+    "memory_limit_mb": 1024,  # the whole run
     "max_output_bytes": 8192,  # per stream, before verl's own multi_turn.max_tool_response_length
     "max_code_bytes": 64 * 1024,
-    "allow_weak_sandbox": False,  # see verl_recipes/runtime/tools/sandbox.py: only for hosts without Linux namespaces
+    # Only for a model you trust, on a host without Linux namespaces: runs the code as the trainer's user on the
+    # host, behind an audit hook that Python code can remove (verl_recipes/runtime/tools/sandbox.py).
+    "weak_sandbox_for_trusted_models_only": False,
+}
+REMOVED_KEYS = {
+    "allow_weak_sandbox": (
+        "weak mode runs model code as the trainer's user on the host, behind an audit hook that Python code can "
+        "remove, so it is not a sandbox against an untrusted model: drop the key (namespace mode, the default) or "
+        "set sandbox_fusion_url; only for a model you trust, set weak_sandbox_for_trusted_models_only: true"
+    ),
 }
 FENCED_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -64,6 +74,8 @@ def format_result(result) -> str:
 class CodeInterpreterTool(BaseTool):
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None):
         super().__init__(config, tool_schema)
+        for key in sorted(set(config) & set(REMOVED_KEYS)):
+            raise ValueError(f"code_interpreter tool config: {key} was removed: {REMOVED_KEYS[key]}")
         unknown = sorted(set(config) - set(CONFIG_DEFAULTS))
         if unknown:
             allowed = sorted(CONFIG_DEFAULTS)
@@ -82,10 +94,15 @@ class CodeInterpreterTool(BaseTool):
         if not isinstance(self.max_code_bytes, int) or self.max_code_bytes <= 0:
             value = self.max_code_bytes
             raise ValueError(f"code_interpreter tool config: max_code_bytes must be a positive integer, got {value!r}")
+        weak = cfg["weak_sandbox_for_trusted_models_only"]
+        if not isinstance(weak, bool):
+            key = "weak_sandbox_for_trusted_models_only"
+            raise ValueError(f"code_interpreter tool config: {key} must be true or false, got {weak!r}")
+        runner = (limits, cfg["max_concurrency"], cfg["queue_timeout_s"])
         if cfg["sandbox_fusion_url"]:
-            self.backend = SandboxFusionClient(cfg["sandbox_fusion_url"], limits, cfg["max_concurrency"])
+            self.backend = SandboxFusionClient(cfg["sandbox_fusion_url"], *runner)
         else:
-            self.backend = LocalSandbox(limits, cfg["max_concurrency"], allow_weak_sandbox=cfg["allow_weak_sandbox"])
+            self.backend = LocalSandbox(*runner, weak_sandbox_for_trusted_models_only=weak)
 
     def _argument_error(self, parameters) -> str | None:
         if not isinstance(parameters, dict) or "code" not in parameters:

@@ -3,27 +3,37 @@
 Runs as `python -I -S -X utf8 sandbox_child.py <stage> <json>` and uses only the standard library,
 because it starts before any site-packages are on the path. Process tree in namespace mode:
 
-    launcher  (stage "setup": own session, new mount/net/ipc/uts namespaces, + a user namespace when
-     |         not root; killed by the kernel if the trainer thread that started it dies)
-     +- init  (pid 1 of a new pid namespace: builds the jail, starts the user process, and exits as
-         |     soon as it ends; the kernel then SIGKILLs every process left in the namespace)
+    launcher  (stage "setup": own session, new net/ipc/uts namespaces, + a user namespace when not root;
+     |         gets SIGTERM from the kernel when the trainer thread that started it dies: it then kills the
+     |         run, and removes the run's jail directory and cgroups itself, since the trainer cannot)
+     +- init  (pid 1 of a new pid namespace, in a new mount namespace and in the run's cgroups: builds the
+         |     jail, starts the user process, and exits as soon as it ends; the kernel then SIGKILLs every
+         |     process left in the namespace. Killed by the kernel when the launcher dies.)
          +- user process  (chroot into the jail, unprivileged uid, rlimits, no_new_privs; exec'd as
                            stage "run": installs the audit hook and runs /sandbox/main.py)
 
-Weak mode (opt-in, for hosts without namespaces): the launcher starts the user process directly,
-without namespaces, jail or uid change; only the rlimits and the audit hook apply.
+Each process that sets a death signal checks afterwards that its parent still lives: the parent may have
+died before the signal was armed.
+
+Weak mode (opt-in, trusted models only, for hosts without namespaces): the launcher's child is the user
+process itself, without namespaces, jail or uid change; the rlimits, the run's cgroups when the host has
+them, and the audit hook apply.
 """
 
 import json
 import os
 import resource
+import select
+import shutil
 import signal
 import sys
+import time
 import types
 
 MEMORY_EXIT_CODE = 119  # the user code raised MemoryError (the address-space limit was hit)
 SETUP_FAILED_EXIT_CODE = 125
 NAMESPACE_ERROR = "cannot create Linux namespaces"  # the parent may fall back to weak mode on this one
+CGROUP_REMOVE_S = 2.0  # how long remove_run waits for the last processes of a run to leave its cgroups
 # Not /tmp: the interpreter, site-packages or this file may live under /tmp on the host (a checkout or venv
 # there), and their read-only mounts would then show up in the user's working directory.
 JAIL_WORKDIR = "/sandbox"
@@ -52,8 +62,9 @@ def _libc_call(name, *args):
         raise OSError(errno, f"{name}: {os.strerror(errno)}")
 
 
-def _die_with_parent():
-    _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _set_death_signal(signum):
+    """The kernel sends us `signum` when our parent dies. The caller must then check that it has not died already."""
+    _libc_call("prctl", PR_SET_PDEATHSIG, signum, 0, 0, 0)
 
 
 def _mount(source, target, fstype, flags, data=None):
@@ -67,8 +78,9 @@ def _write(path, text):
 
 
 def _enter_namespaces():
+    """The launcher: new pid (for its children), network, ipc and uts namespaces, in a user namespace when not root."""
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+    flags = CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
     if uid != 0:
         flags |= CLONE_NEWUSER  # an unprivileged user may create the other namespaces only inside one
     _libc_call("unshare", flags)
@@ -76,6 +88,12 @@ def _enter_namespaces():
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def _enter_mount_namespace():
+    """Init: the jail's mounts live in init's own mount namespace, so they die with the run, and the launcher keeps
+    the host's view of the jail directory (it removes that directory if the trainer dies)."""
+    _libc_call("unshare", CLONE_NEWNS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted below may reach the host
 
 
@@ -140,6 +158,8 @@ def _set_limits(limits, limit_processes):
 
 
 def _exec_user_process(cfg, workdir):
+    # No death signal here: in namespace mode the user process dies with init's pid namespace; in weak mode it is
+    # the launcher's child, whose death signal survives the exec (its uid does not change).
     namespaces = cfg["mode"] == "namespaces"
     if namespaces:
         os.chroot(cfg["jail_dir"])
@@ -152,7 +172,6 @@ def _exec_user_process(cfg, workdir):
         os.setresuid(uid, uid, uid)
     _set_limits(cfg["limits"], limit_processes=namespaces)
     _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _die_with_parent()  # set after the uid change, which clears it
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
@@ -163,7 +182,7 @@ def _exec_user_process(cfg, workdir):
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
     }
-    run_cfg = json.dumps({"workdir": workdir, "site_dirs": cfg["site_dirs"]})
+    run_cfg = json.dumps({"workdir": workdir, "site_dirs": cfg["site_dirs"], "audit_hook": cfg["audit_hook"]})
     os.set_inheritable(cfg["status_fd"], False)  # the user code must not be able to fake a setup error
     python = cfg["python"]
     os.execve(python, [python, "-I", "-S", "-X", "utf8", cfg["child_script"], "run", run_cfg], env)
@@ -174,18 +193,12 @@ def _report_and_exit(status_fd, message):
     os._exit(SETUP_FAILED_EXIT_CODE)
 
 
-def _start_user_process(cfg, workdir):
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _exec_user_process(cfg, workdir)
-        except BaseException as e:
-            _report_and_exit(cfg["status_fd"], f"cannot start the sandboxed process: {e!r}")
-    return pid
-
-
 def _run_init(cfg, code):
     """Pid 1 of the new pid namespace: build the jail, run the user process, exit with its status."""
+    try:
+        _enter_mount_namespace()
+    except OSError as e:
+        _report_and_exit(cfg["status_fd"], f"{NAMESPACE_ERROR}: {e}")
     try:
         workdir = _build_jail(cfg)
         with open(os.path.join(workdir, "main.py"), "wb") as f:
@@ -193,7 +206,12 @@ def _run_init(cfg, code):
         os.chmod(os.path.join(workdir, "main.py"), 0o644)
     except OSError as e:
         _report_and_exit(cfg["status_fd"], f"cannot build the sandbox filesystem: {e}")
-    user_pid = _start_user_process(cfg, workdir)
+    user_pid = os.fork()
+    if user_pid == 0:
+        try:
+            _exec_user_process(cfg, workdir)
+        except BaseException as e:
+            _report_and_exit(cfg["status_fd"], f"cannot start the sandboxed process: {e!r}")
     os.close(cfg["status_fd"])
     while True:  # as pid 1, also reap orphans re-parented to us
         pid, wait_status = os.waitpid(-1, 0)
@@ -201,42 +219,112 @@ def _run_init(cfg, code):
             os._exit(_exit_code(wait_status))
 
 
-def setup(cfg):
-    status_fd = cfg["status_fd"]
-    with open(os.path.join(cfg["jail_dir"], "main.py"), "rb") as f:
-        code = f.read()  # read before the jail's tmpfs hides the host directory
-    _die_with_parent()
-    if os.getppid() != cfg["parent_pid"]:
-        os._exit(SETUP_FAILED_EXIT_CODE)  # the trainer died before we could notice it
+def _start_run(cfg, code, lifeline):
+    """The launcher's child (init in namespace mode, the user process in weak mode). Never returns."""
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's stop() would kill our process group
+        _set_death_signal(signal.SIGKILL)
+        if select.select([lifeline], [], [], 0)[0]:  # end of file: the launcher died before the signal was armed
+            os._exit(SETUP_FAILED_EXIT_CODE)
+        try:
+            for procs_file in cfg["cgroup_procs"]:  # everything the run starts or writes from here on counts
+                _write(procs_file, "0")
+        except OSError as e:
+            _report_and_exit(cfg["status_fd"], f"cannot join the run's cgroup: {e}")
+        _write("/proc/self/oom_score_adj", "1000")  # a node-wide OOM kills the run before the trainer
         if cfg["mode"] == "namespaces":
-            _enter_namespaces()
-    except OSError as e:
-        _report_and_exit(status_fd, f"{NAMESPACE_ERROR}: {e}")
-    if cfg["mode"] == "namespaces":
+            _run_init(cfg, code)
+        else:
+            _exec_user_process(cfg, cfg["jail_dir"])
+    except BaseException as e:
+        _report_and_exit(cfg["status_fd"], f"cannot start the sandboxed process: {e!r}")
+    finally:
+        os._exit(SETUP_FAILED_EXIT_CODE)
+
+
+def setup(cfg):
+    """The launcher: enter the namespaces, start one child (init, or the user process in weak mode), wait for it."""
+    status_fd, parent_pid = cfg["status_fd"], cfg["parent_pid"]
+    with open(os.path.join(cfg["jail_dir"], "main.py"), "rb") as f:
+        code = f.read()
+    child = None
+
+    def stop(signum, frame):  # the trainer stops the run, or it died (our death signal)
+        if child is None:
+            sys.exit(SETUP_FAILED_EXIT_CODE)
+        os.kill(child, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        _set_death_signal(signal.SIGTERM)
+        if os.getppid() != parent_pid:
+            sys.exit(SETUP_FAILED_EXIT_CODE)  # the trainer died before the signal was armed
+        if cfg["mode"] == "namespaces":
+            try:
+                _enter_namespaces()
+            except OSError as e:
+                _report_and_exit(status_fd, f"{NAMESPACE_ERROR}: {e}")
+        lifeline, lifeline_keep = os.pipe()  # our child reads end of file on `lifeline` once we are gone
         child = os.fork()
         if child == 0:
-            try:
-                _run_init(cfg, code)
-            finally:
-                os._exit(SETUP_FAILED_EXIT_CODE)
-    else:
-        child = _start_user_process(cfg, cfg["jail_dir"])
-    # The parent stops a run with SIGTERM to us: kill the child and reap it here, so that no zombie
-    # is left to the host's pid 1 (in namespace mode the dying init kills and reaps the namespace).
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(child, signal.SIGKILL))
-    os.close(status_fd)
-    os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)  # a zombie keeps its pid: the kill above stays safe
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.close(lifeline_keep)
+            _start_run(cfg, code, lifeline)
+        os.close(lifeline)
+        os.close(status_fd)
+        os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)  # a zombie keeps its pid: stop() stays safe
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if os.getppid() != parent_pid:  # the trainer died: nobody else will remove what the run leaves
+            remove_run(cfg["jail_dir"], cfg["cgroup_dirs"])
+    # In namespace mode every process of the run is gone once init has exited (the kernel kills the namespace).
     sys.exit(_exit_code(os.waitpid(child, 0)[1]))
+
+
+# ----------------------------------------------------------------------------- clean-up (also used by sandbox.py)
+
+
+def kill_cgroup_members(paths):
+    """SIGKILL every process in the cgroups `paths`: the run's, even those that left its session (weak mode)."""
+    for path in paths:
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(pid) for pid in f.read().split()]
+        except FileNotFoundError:
+            continue
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def remove_run(jail_dir, cgroup_dirs):
+    """Remove what a run leaves on the host: the processes left in its cgroups, the cgroups and the jail directory.
+    Returns the cgroups that could not be removed within CGROUP_REMOVE_S."""
+    left = list(cgroup_dirs)
+    deadline = time.monotonic() + CGROUP_REMOVE_S
+    while left and time.monotonic() < deadline:
+        kill_cgroup_members(left)
+        for path in list(left):
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError:  # EBUSY while its last processes are still exiting
+                continue
+            left.remove(path)
+        if left:
+            time.sleep(0.01)
+    shutil.rmtree(jail_dir, ignore_errors=True)
+    return left
 
 
 # ----------------------------------------------------------------------------- stage "run"
 
 # Defense in depth inside the interpreter. CPython audit hooks are not a security boundary (code can
-# get around them, e.g. through _imp or crafted bytecode); in namespace mode the kernel (jail, uid,
-# namespaces, rlimits) is. The hook turns the obvious attempts into clear errors, and it is the only
-# file/network/process barrier in weak mode.
+# get around them, e.g. through _imp or crafted bytecode); in namespace mode the kernel (namespaces, jail,
+# uid, rlimits, cgroups) is. The hook turns the obvious attempts into clear errors. In weak mode it is the
+# only file/network/process barrier, which is why weak mode is for trusted models only.
 PROCESS_EVENTS = {"os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen"}
 # ctypes may be imported (sympy needs it) but not used to load libraries, resolve or call native
 # functions, or read raw memory. `import ctypes` itself opens the main program (dlopen(None)).
@@ -345,8 +433,9 @@ def run(cfg):
     sys.path.extend(cfg["site_dirs"])
     with open("main.py", encoding="utf-8", errors="replace") as f:
         source = f.read()
-    _disarm_posixsubprocess()
-    sys.addaudithook(AuditPolicy(cfg["workdir"], read_roots=list(sys.path) + list(DEVICES)))
+    if cfg["audit_hook"]:  # off only in tests that attack the kernel layer alone
+        _disarm_posixsubprocess()
+        sys.addaudithook(AuditPolicy(cfg["workdir"], read_roots=list(sys.path) + list(DEVICES)))
     main = types.ModuleType("__main__")
     main.__file__ = "main.py"
     sys.modules["__main__"] = main

@@ -11,7 +11,13 @@ import time
 import urllib.error
 import urllib.request
 
-from verl_recipes.runtime.tools.sandbox import BoundedRunner, SandboxLimits, SandboxResult, SandboxUnavailableError
+from verl_recipes.runtime.tools.sandbox import (
+    QUEUE_TIMEOUT_S,
+    BoundedRunner,
+    SandboxLimits,
+    SandboxResult,
+    SandboxUnavailableError,
+)
 
 API_SLACK_S = 10.0  # the server's own queueing and start-up, on top of run_timeout
 MAX_RESPONSE_BYTES = 16 * 2**20  # never buffer an unbounded answer (the code may print gigabytes)
@@ -27,11 +33,17 @@ def _truncate(text, limit):
 
 
 class SandboxFusionClient(BoundedRunner):
-    def __init__(self, url: str, limits: SandboxLimits = SandboxLimits(), max_concurrency: int = 8):
+    def __init__(
+        self,
+        url: str,
+        limits: SandboxLimits = SandboxLimits(),
+        max_concurrency: int = 8,
+        queue_timeout_s: float = QUEUE_TIMEOUT_S,
+    ):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             example = "http://localhost:8080/run_code"
             raise ValueError(f"sandbox_fusion_url must be an http(s) URL such as {example}, got {url!r}")
-        super().__init__(limits, max_concurrency)
+        super().__init__(limits, max_concurrency, queue_timeout_s)
         self.url = url
 
     def _post(self, payload):
