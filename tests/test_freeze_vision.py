@@ -331,6 +331,8 @@ def test_wrapped_megatron_builder_needs_the_bridge_provider():
 
 
 @pytest.mark.parametrize("name, override, named", [
+    ("qwen3-vl-30b-a3b-geo3k-dapo", "actor_rollout_ref.actor.megatron.vanilla_mbridge=true",
+     "'actor_rollout_ref.actor.megatron.vanilla_mbridge' = true"),  # the Megatron path: no provider, no hook
     ("qwen3-vl-8b-geo3k-dapo", "actor_rollout_ref.actor.strategy=fsdp", "'actor_rollout_ref.actor.strategy' = fsdp"),
 ])
 def test_make_check_refuses_before_start_up_what_the_hook_refuses_at_engine_build(name, override, named):
