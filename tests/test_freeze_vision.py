@@ -20,6 +20,9 @@ from verl.workers.config.optimizer import build_optimizer
 from verl.workers.engine import EngineRegistry, FSDPEngine
 
 import verl_recipes.runtime.freeze_vision as freeze_vision
+from verl_recipes import catalog
+from verl_recipes.check.model import vision_freeze
+from verl_recipes.compose import compose
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECK_SCRIPT = REPO_ROOT / "tests" / "gpu" / "freeze_vision_check.py"
@@ -28,7 +31,7 @@ _spec = importlib.util.spec_from_file_location("freeze_vision_check", CHECK_SCRI
 check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check)
 
-MODEL_TYPES = ["qwen2_5_vl", "qwen3_vl"]
+MODEL_TYPES = ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"]
 
 
 def tiny_model(model_type):
@@ -83,7 +86,7 @@ def test_freeze_covers_whole_tower_including_mergers(model_type):
     assert report.towers == ("model.visual",)
     assert report.frozen_tensors == len(vision_names)
     assert any(".merger." in name for name in vision_names)
-    if model_type == "qwen3_vl":
+    if model_type.startswith("qwen3_vl"):
         assert any(".deepstack_merger_list." in name for name in vision_names)
     for name, param in model.named_parameters():
         assert param.requires_grad is not is_vision(name), name
@@ -231,12 +234,13 @@ def test_registry_passes_other_engines_to_verl(engine_kwargs):
 
 
 class MegatronVisionChunk(torch.nn.Module):
-    """Shaped like Megatron-Bridge's Qwen-VL chunks: a tower under `tower_name` plus `language_model`."""
+    """Shaped like Megatron-Bridge's Qwen-VL chunks: a tower under `tower_name` plus `language_model`. Its Qwen3-VL
+    model keeps the merger and the deepstack mergers inside `vision_model`, as the HF Qwen3-VL tower does."""
 
-    def __init__(self, tower_name):
+    def __init__(self, tower_name, family="qwen2_5_vl"):
         super().__init__()
         if tower_name:
-            setattr(self, tower_name, tiny_model("qwen2_5_vl").model.visual)
+            setattr(self, tower_name, tiny_model(family).model.visual)
         self.language_model = torch.nn.Linear(4, 4)
 
 
@@ -251,6 +255,7 @@ class Float16Wrapper(torch.nn.Module):
     [
         ([MegatronVisionChunk("visual")], True, 30),  # Qwen2.5-VL: HF tower inside the Megatron model
         ([Float16Wrapper(MegatronVisionChunk("vision_model"))], True, 30),  # Qwen3-VL naming, wrapped
+        ([Float16Wrapper(MegatronVisionChunk("vision_model", "qwen3_vl"))], True, 39),  # + merger, deepstack mergers
         ([MegatronVisionChunk(None), MegatronVisionChunk("visual")], True, 30),  # virtual pipeline chunks
         ([MegatronVisionChunk(None)], False, 0),  # later pipeline stages hold no tower
     ],
@@ -323,6 +328,17 @@ def test_wrapped_megatron_builder_needs_the_bridge_provider():
     build = freeze_vision._wrap_megatron_build_module(lambda self: pytest.fail("must not build"))
     with pytest.raises(freeze_vision.VisionFreezeError, match="vanilla_mbridge"):
         build(engine)
+
+
+@pytest.mark.parametrize("name, override, named", [
+    ("qwen3-vl-30b-a3b-geo3k-dapo", "actor_rollout_ref.actor.megatron.vanilla_mbridge=true",
+     "'actor_rollout_ref.actor.megatron.vanilla_mbridge' = true"),  # the Megatron path: no provider, no hook
+    ("qwen3-vl-8b-geo3k-dapo", "actor_rollout_ref.actor.strategy=fsdp", "'actor_rollout_ref.actor.strategy' = fsdp"),
+])
+def test_make_check_refuses_before_start_up_what_the_hook_refuses_at_engine_build(name, override, named):
+    """verl_recipes.check.model.vision_freeze on the composed recipe, one key broken: the error names it."""
+    [error] = vision_freeze(compose(catalog.get(name), [override], naming=False))
+    assert error.startswith(named), error
 
 
 def test_other_verl_version_is_refused(monkeypatch):

@@ -1,4 +1,5 @@
-"""Qwen3 MoE recipes on Megatron: the 235B node-count presets and the 30B-A3B single-node stand-in.
+"""Qwen3 MoE recipes on Megatron: the 235B node-count presets, the 30B-A3B single-node stand-in, and the
+Qwen3-VL-30B-A3B geometry3k recipe's TP x EP presets.
 
 Each preset is composed against the installed verl 0.9.1 and planned on 80 GB GPUs; the README's presets table
 must hold the planner's numbers.
@@ -23,6 +24,8 @@ BIG = "qwen3-235b-a22b-grpo"
 STANDIN = "qwen3-30b-a3b-grpo"
 BIG_CONFIG = REPO / "models/Qwen/Qwen3-235B-A22B/config.json"
 STANDIN_CONFIG = REPO / "models/Qwen/Qwen3-30B-A3B/config.json"
+VL = "qwen3-vl-30b-a3b-geo3k-dapo"
+VL_CONFIG = REPO / "models/Qwen/Qwen3-VL-30B-A3B-Instruct/config.json"
 MEGATRON = "actor_rollout_ref.actor.megatron"
 OPTIM = "actor_rollout_ref.actor.optim"
 
@@ -33,6 +36,8 @@ PRESETS = {
     "n16": (16, 4, 8, None, 1, 8, 1, 0.0),
     "n32": (32, 2, 8, 2, 1, 32, 1, 0.0),
 }
+# VL preset (None: recipe.yaml, the talk's fastest): TP, EP; PP 1, CP 1, ETP 1 and 8 GPUs in all
+VL_PRESETS = {None: (1, 8), "tp1_ep4": (1, 4), "tp2_ep4": (2, 4), "tp2_ep8": (2, 8), "tp4_ep4": (4, 4), "tp4_ep8": (4, 8)}
 MOE_OVERRIDES = {
     "moe_grouped_gemm": True,
     "moe_permute_fusion": True,
@@ -66,7 +71,7 @@ def cpu_optimizer_fraction(cfg) -> float:
 
 
 def all_moe_configs():
-    return [(BIG, v) for v in (None, *PRESETS)] + [(STANDIN, None)]
+    return [(BIG, v) for v in (None, *PRESETS)] + [(STANDIN, None), (VL, None)]
 
 
 @pytest.mark.slow
@@ -161,6 +166,25 @@ def test_standin_fits_one_node_and_its_readme_holds_the_planner_numbers():
     assert (row["actor update GiB"], row["rollout GiB"]) == (f"{training:.2f}", f"{rollout:.2f}")
 
 
+def test_vl_presets_are_the_talks_whole_grid():
+    assert set(VL_PRESETS.values()) == {(tp, ep) for tp in (1, 2, 4) for ep in (4, 8)}
+    assert set(catalog.variants(VL, "v1")) == set(VL_PRESETS) - {None} == set(catalog.load_card(VL, "v1")["variants"])
+
+
+@pytest.mark.parametrize("variant", VL_PRESETS)
+def test_vl_preset_fits_80gb_and_the_readme_holds_the_planner_numbers(variant):
+    tp, ep = VL_PRESETS[variant]
+    cfg = composed(VL, variant)
+    assert parallel_sizes(cfg) == (tp, 1, None, 1, ep, 1)
+    result = plan(cfg, VL_CONFIG, gpu_memory_gib=80)
+    assert result.errors == [] and result.fits, result.verdict
+    training, rollout = planned_peaks(result)
+    row = readme_rows(VL)[variant or "recipe.yaml"]
+    assert (row["actor update GiB"], row["rollout GiB"]) == (f"{training:.2f}", f"{rollout:.2f}")
+    assert [row[c] for c in ("TP", "PP", "CP", "EP", "ETP", "DP")] == [str(v) for v in (tp, 1, 1, ep, 1, 8 // tp)]
+    assert row["planner verdict"] == "fits"
+
+
 def test_recipe_yaml_is_the_n8_preset():
     assert flatten(composed(BIG)) == flatten(composed(BIG, "n8"))
 
@@ -183,7 +207,8 @@ def test_standin_is_the_235b_recipe_on_one_node():
 
 
 def test_cards_name_their_smoke_model_and_no_tiny_family():
-    for name, smoke in ((BIG, "Qwen/Qwen3-235B-A22B"), (STANDIN, "Qwen/Qwen3-30B-A3B")):
+    for name, smoke in ((BIG, "Qwen/Qwen3-235B-A22B"), (STANDIN, "Qwen/Qwen3-30B-A3B"),
+                        (VL, "Qwen/Qwen3-VL-30B-A3B-Instruct")):
         card = catalog.load_card(name, "v1")
         assert card["smoke_model"] == smoke and "tiny_family" not in card
         assert (REPO / "models" / smoke / "config.json").is_file()

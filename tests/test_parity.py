@@ -67,7 +67,8 @@ def test_vl_grpo_baseline_takes_verls_vl_kl_coefficient():
 
 
 @pytest.mark.parametrize("name, variant", [("qwen25-vl-7b-geo3k-dapo", None), ("qwen3-vl-8b-geo3k-dapo", None),
-                                           ("qwen25-vl-7b-geo3k-dapo", "separate_async")])
+                                           ("qwen25-vl-7b-geo3k-dapo", "separate_async"),
+                                           ("qwen3-vl-30b-a3b-geo3k-dapo", None)])
 def test_dapo_recipes_take_every_dapo_scripts_optimizer_clip_and_validation(name, variant):
     cfg = compose(catalog.get(name, variant=variant))
     actor, val = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout.val_kwargs

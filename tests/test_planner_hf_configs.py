@@ -2,8 +2,8 @@
 
 Fields as in the Hugging Face hub configs of Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen2.5-1.5B-Instruct,
 Qwen/Qwen3-8B, Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B, Qwen/Qwen1.5-MoE-A2.7B,
-meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-VL-7B-Instruct and Qwen/Qwen3-VL-8B-Instruct
-(fields the planner does not read are left out).
+meta-llama/Llama-3.2-1B, Qwen/Qwen2.5-VL-7B-Instruct, Qwen/Qwen3-VL-8B-Instruct and
+Qwen/Qwen3-VL-30B-A3B-Instruct (fields the planner does not read are left out).
 """
 
 QWEN2_5_7B = {
@@ -175,4 +175,28 @@ QWEN3_VL_8B = {
         "spatial_merge_size": 2,
         "temporal_patch_size": 2,
     },
+}
+
+QWEN3_VL_30B_A3B = {
+    "architectures": ["Qwen3VLMoeForConditionalGeneration"],
+    "model_type": "qwen3_vl_moe",
+    "tie_word_embeddings": False,
+    "text_config": {
+        "model_type": "qwen3_vl_moe_text",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "attention_bias": False,
+        "vocab_size": 151936,
+        "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True},
+    },
+    "vision_config": {**QWEN3_VL_8B["vision_config"], "model_type": "qwen3_vl_moe", "out_hidden_size": 2048},
 }

@@ -14,8 +14,10 @@ from test_planner_hf_configs import (
     QWEN3_8B,
     QWEN3_30B_A3B,
     QWEN3_VL_8B,
+    QWEN3_VL_30B_A3B,
 )
 
+from verl_recipes.catalog import REPO
 from verl_recipes.planner.model_shape import hf_total_params, model_shape
 
 
@@ -33,9 +35,10 @@ def meta_model_params(hf_config: dict) -> tuple[int, int]:
 
 @pytest.mark.parametrize(
     "hf_config",
-    [QWEN2_5_7B, QWEN2_5_1_5B, QWEN3_8B, QWEN3_30B_A3B, QWEN1_5_MOE_A2_7B, LLAMA_3_2_1B, QWEN2_5_VL_7B, QWEN3_VL_8B],
+    [QWEN2_5_7B, QWEN2_5_1_5B, QWEN3_8B, QWEN3_30B_A3B, QWEN1_5_MOE_A2_7B, LLAMA_3_2_1B, QWEN2_5_VL_7B, QWEN3_VL_8B,
+     QWEN3_VL_30B_A3B],
     ids=["qwen2.5-7b", "qwen2.5-1.5b", "qwen3-8b", "qwen3-30b-a3b", "qwen1.5-moe", "llama3.2-1b", "qwen2.5-vl",
-         "qwen3-vl"],
+         "qwen3-vl", "qwen3-vl-30b-a3b"],
 )
 def test_parameter_count_matches_the_hf_model(hf_config):
     total, vision = meta_model_params(hf_config)
@@ -54,11 +57,19 @@ def test_parameter_count_matches_the_hf_model(hf_config):
         (QWEN1_5_MOE_A2_7B, dict(shared_expert_ffn_hidden_size=5632, qkv_bias=True)),
         (LLAMA_3_2_1B, dict(head_dim=64, qkv_bias=False, tie_word_embeddings=True, is_moe=False)),
         (QWEN3_VL_8B, dict(hidden_size=4096, num_layers=36, vocab_size=151936, qk_layernorm=True)),
+        (QWEN3_VL_30B_A3B, dict(num_experts=128, num_experts_per_tok=8, moe_ffn_hidden_size=768, qk_layernorm=True)),
     ],
 )
 def test_shape_fields(hf_config, expected):
     shape = model_shape(hf_config)
     assert {key: getattr(shape, key) for key in expected} == expected
+
+
+def test_committed_qwen3_vl_30b_a3b_config_is_the_public_model():
+    """models/ holds a config written from the public card (no hub here): it must be the shape counted above."""
+    committed = model_shape(REPO / "models/Qwen/Qwen3-VL-30B-A3B-Instruct")
+    assert committed == model_shape(QWEN3_VL_30B_A3B)
+    assert hf_total_params(committed) == pytest.approx(31.07e9, rel=1e-3)  # the model card's 31.07 B
 
 
 def test_loads_a_config_file_or_its_directory(tmp_path):

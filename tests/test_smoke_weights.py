@@ -86,7 +86,8 @@ def test_tiny_smokes_save_the_last_step_and_take_the_cards_tiny_args(tmp_path):
 
 
 @pytest.mark.parametrize("name, saves", [("qwen25-vl-7b-geo3k-dapo", True), ("deepeyes-qwen25-vl-7b", True),
-                                         ("qwen25-7b-grpo", False), ("qwen3-30b-a3b-grpo", False)])
+                                         ("qwen25-7b-grpo", False), ("qwen3-30b-a3b-grpo", False),
+                                         ("qwen3-vl-30b-a3b-geo3k-dapo", True)])
 def test_node_smokes_save_weights_only_where_something_is_frozen(name, saves):
     recipe = catalog.get(name)
     args = overlay_args(recipe, False, recipe.card_value("smoke_model"))

@@ -17,6 +17,7 @@ from verl_recipes.smoke import tiny_vl
 
 DAPO = "qwen25-vl-7b-geo3k-dapo"
 QWEN3 = "qwen3-vl-8b-geo3k-dapo"
+QWEN3_MOE = "qwen3-vl-30b-a3b-geo3k-dapo"
 # What GRPO and DAPO may set differently: the objective, the sample count, and DAPO's reward shaping.
 # actor/ref/critic.rollout_n are verl's own interpolations of rollout.n.
 # the objective, and what every DAPO script sets with it (optimizer warm-up and decay, sampled validation)
@@ -95,6 +96,19 @@ def test_qwen3_recipe_is_the_qwen25_recipe_with_another_model():
     changed = {key for key in qwen25.keys() | qwen3.keys() if qwen25.get(key) != qwen3.get(key)}
     assert changed == {"actor_rollout_ref.model.path", "actor_rollout_ref.rollout.prometheus.served_model_name"}
     assert qwen3["actor_rollout_ref.model.path"] == "Qwen/Qwen3-VL-8B-Instruct"
+
+
+def test_moe_recipe_is_the_qwen3_8b_workload_on_megatron():
+    """Data, reward, objective, batches, lengths, images, validation and the freeze stay the 8B recipe's: only the
+    model, the engine and what the engine needs (layout, memory, MoE kernels, token budgets, rollout split) change."""
+    dense, moe = flatten(composed(QWEN3)), flatten(composed(QWEN3_MOE))
+    workload = {key for key in dense if key.startswith(("data.", "algorithm.", "reward.", "trainer."))
+                or key in ALGORITHM_KEYS or key.startswith("actor_rollout_ref.rollout.val_kwargs.")} | {
+        "actor_rollout_ref.model.external_lib", "actor_rollout_ref.rollout.limit_images",
+        "actor_rollout_ref.rollout.engine_kwargs.vllm.mm_processor_kwargs.max_pixels",
+        "actor_rollout_ref.actor.ppo_mini_batch_size", "actor_rollout_ref.actor.optim.lr"}
+    assert {key: moe.get(key, "<absent>") for key in workload} == {key: dense[key] for key in workload}
+    assert (moe["model_engine"], moe["actor_rollout_ref.model.path"]) == ("megatron", "Qwen/Qwen3-VL-30B-A3B-Instruct")
 
 
 @pytest.mark.slow

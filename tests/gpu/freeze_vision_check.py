@@ -4,7 +4,7 @@ It follows ActorRolloutRefWorker.init_model and update_actor without Ray: compos
 with the keys a recipe sets, build HFModelConfig from it (which imports the hook through
 `actor_rollout_ref.model.external_lib`), build the actor engine with EngineRegistry.new, initialize it, and
 run engine.train_batch with verl's ppo_loss on a padded PPO batch with images, converted like
-RayPPOTrainer._update_actor does. The model is a random-init Qwen2.5-VL (or Qwen3-VL) saved to a temp dir.
+RayPPOTrainer._update_actor does. The model is a random-init Qwen2.5-VL (or Qwen3-VL, Qwen3-VL-MoE) saved to a temp dir.
 
 Runs: fsdp2 with the hook, fsdp2 without it (memory and time baseline; the vision tower must move there,
 which proves the check can fail), FSDP1 with use_orig_params=False, which the hook must refuse with a clear
@@ -47,8 +47,8 @@ IMAGE_GRID_THW = (1, 8, 8)  # 64 patches -> 16 image tokens after the 2x2 merge
 
 
 def vl_config(model_type: str, size: str = "tiny"):
-    """A small Qwen2.5-VL or Qwen3-VL config (HF transformers classes) for random-init checks."""
-    from transformers import Qwen2_5_VLConfig, Qwen3VLConfig
+    """A small Qwen2.5-VL, Qwen3-VL or Qwen3-VL-MoE config (HF transformers classes) for random-init checks."""
+    from transformers import Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig
 
     dims = SIZES[size]
     heads = dims["text_heads"]
@@ -81,13 +81,18 @@ def vl_config(model_type: str, size: str = "tiny"):
         vision.update(window_size=PATCH * MERGE * 2, fullatt_block_indexes=[dims["vision_depth"] - 1])
         config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
         config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
-    elif model_type == "qwen3_vl":
+    elif model_type in ("qwen3_vl", "qwen3_vl_moe"):
         text["head_dim"] = dims["text_hidden"] // heads
         vision.update(num_position_embeddings=64, deepstack_visual_indexes=[0])
-        config = Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
-        config.architectures = ["Qwen3VLForConditionalGeneration"]
+        if model_type == "qwen3_vl":
+            config = Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
+            config.architectures = ["Qwen3VLForConditionalGeneration"]
+        else:  # Qwen3-VL-30B-A3B's family: the same tower, an MoE language model (4 experts, top-2 here)
+            text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=dims["text_hidden"])
+            config = Qwen3VLMoeConfig(text_config=text, vision_config=vision, **ids)
+            config.architectures = ["Qwen3VLMoeForConditionalGeneration"]
     else:
-        raise ValueError(f"--model must be qwen2_5_vl or qwen3_vl, got {model_type!r}")
+        raise ValueError(f"--model must be qwen2_5_vl, qwen3_vl or qwen3_vl_moe, got {model_type!r}")
     config.tie_word_embeddings = False
     return config
 
@@ -289,7 +294,7 @@ def run_refusal_case(model_path: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-dry-run", action="store_true", help="run the same path on CPU with a tiny model")
-    parser.add_argument("--model", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl"])
+    parser.add_argument("--model", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
     parser.add_argument("--size", choices=sorted(SIZES), help="default: medium on GPU, tiny with --cpu-dry-run")
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per case (first one is warm-up)")
     args = parser.parse_args()

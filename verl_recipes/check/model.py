@@ -8,10 +8,23 @@ from verl_recipes.catalog import hf_config
 
 
 def vision_freeze(cfg: DictConfig) -> list[str]:
-    """The freeze fragment must go with a vision model: freezing a text model is a silent no-op."""
-    freezes = "verl_recipes.runtime.freeze_vision" in str(cfg.actor_rollout_ref.model.get("external_lib") or "")
-    if freezes and hf_config(cfg.actor_rollout_ref.model.path).get("vision_config") is None:
+    """The freeze fragment must reach a vision tower on the engine that builds it. verl_recipes.runtime.freeze_vision
+    refuses what it cannot freeze only when the engine builds the model, minutes into a launch; the same refusals here:
+    a text model (nothing to freeze), Megatron without Megatron-Bridge's provider (the hook registers on it), FSDP1
+    without use_orig_params (it cannot mix frozen and trainable parameters)."""
+    if "verl_recipes.runtime.freeze_vision" not in str(cfg.actor_rollout_ref.model.get("external_lib") or ""):
+        return []
+    if hf_config(cfg.actor_rollout_ref.model.path).get("vision_config") is None:
         return ["configs/vision/frozen is set but the model has no vision_config: drop the fragment"]
+    actor = cfg.actor_rollout_ref.actor
+    if cfg.model_engine == "megatron" and actor.megatron.get("vanilla_mbridge"):
+        return ["'actor_rollout_ref.actor.megatron.vanilla_mbridge' = true: configs/vision/frozen freezes the tower "
+                "through a Megatron-Bridge pre-wrap hook, and the vanilla mbridge builds no Megatron-Bridge provider; "
+                "set it false"]
+    if cfg.model_engine == "dp" and actor.strategy == "fsdp" and not actor.fsdp_config.get("use_orig_params"):
+        return ["'actor_rollout_ref.actor.strategy' = fsdp with fsdp_config.use_orig_params = false cannot hold the "
+                "frozen tower and the trainable model in one FlatParameter: set actor_rollout_ref.actor.strategy=fsdp2 "
+                "or actor_rollout_ref.actor.fsdp_config.use_orig_params=true"]
     return []
 
 

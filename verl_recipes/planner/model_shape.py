@@ -1,7 +1,7 @@
 """Model shape from a Hugging Face config.json, and parameter counts built from it.
 
 Supported: qwen2, qwen3, qwen2_moe, qwen3_moe, llama-like dense models, and the VL models
-qwen2_5_vl / qwen3_vl (text part from `text_config` when present, vision tower counted apart).
+qwen2_5_vl / qwen3_vl / qwen3_vl_moe (text part from `text_config` when present, vision tower counted apart).
 """
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 # Model types whose q/k/v projections always carry a bias (Qwen2 family has no config key for it).
 QKV_BIAS_MODEL_TYPES = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 # Model types with per-head RMSNorm on q and k (Megatron: qk_layernorm).
-QK_NORM_MODEL_TYPES = {"qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text"}
+QK_NORM_MODEL_TYPES = {"qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def vision_tower_params(model_type: str, vision: dict) -> int:
         block = 2 * h + attention + 3 * h * ffn + 2 * ffn + h  # RMSNorm ×2, gated MLP with biases
         merger = h + merged * merged + merged + merged * out + out  # RMSNorm over h, 2 linears
         return depth * block + merger + patch_embed
-    if model_type == "qwen3_vl":
+    if model_type in ("qwen3_vl", "qwen3_vl_moe"):  # one tower for the dense and the MoE language models
         block = 4 * h + attention + 2 * h * ffn + ffn + h  # LayerNorm ×2, plain MLP with biases
         linears = merged * merged + merged + merged * out + out
         main_merger = 2 * h + linears
