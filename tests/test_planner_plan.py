@@ -84,6 +84,23 @@ def test_fsdp_recipe_fits_and_logits_dominate_until_fused_kernels():
     assert fused.rollout.concurrent_sequences > fused.rollout.max_num_seqs  # 3k-token sequences, TP 2
 
 
+def test_old_log_prob_pass_counts_the_logits_and_the_entropy_softmax():
+    """verl 0.9.1 asks the old-log-prob pass for the entropy: unfused, bf16 logits + an fp32 softmax per token."""
+    tokens = 8 * 18432  # ReTool's first log-prob budget: fits the update, not this pass
+    big = FSDP_RECIPE + [f"{ROLLOUT}.log_prob_use_dynamic_bsz=True", f"{ROLLOUT}.log_prob_max_token_len_per_gpu={tokens}"]
+    result = plan(composed(big), QWEN2_5_7B)
+    assert not result.fits and "actor update needs" not in result.verdict
+    assert "old log-prob pass needs" in result.verdict
+    assert f"largest term: entropy's fp32 softmax ({tokens * 152064 * 4 / 2**30:.2f} GiB)" in result.verdict
+    assert f"{ACTOR}.entropy_from_logits_with_chunking=True" in result.verdict
+    assert f"  bf16 logits: {tokens * 152064 * 2 / 2**30:.2f} GiB" in result.lines
+    chunked = plan(composed(big + [f"{ACTOR}.entropy_from_logits_with_chunking=True"]), QWEN2_5_7B)
+    assert chunked.fits, chunked.verdict
+    assert f"  entropy's fp32 softmax (chunked): {2048 * 152064 * 12 / 2**30:.2f} GiB" in chunked.lines
+    fused = plan(composed(big + ["actor_rollout_ref.model.use_fused_kernels=True"]), QWEN2_5_7B)
+    assert fused.fits and any(line.startswith("  one layer's MLP intermediates") for line in fused.lines)
+
+
 def test_fsdp_on_one_gpu_names_the_optimizer_and_offload_policy():
     result = plan(composed(FSDP_RECIPE + ["trainer.n_gpus_per_node=1", f"{ROLLOUT}.tensor_model_parallel_size=1"]),
                   QWEN2_5_7B)

@@ -42,6 +42,13 @@ FSDP_ACTIVATION_SCALE = 1.0
 LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 6
 # With use_fused_kernels=True verl computes log-probs in chunks and never holds [tokens, vocab].
 FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 0
+# Old log-probs (verl 0.9.1 RayPPOTrainer._compute_old_log_prob) always ask for the entropy, without grad.
+# Unfused, that pass holds the bf16 logits and, in verl's entropy_from_logits, a [tokens, vocab] fp32 softmax
+# beside them: eager, and torch.compile'd too (use_torch_compile: inductor's generated code allocates it, read on
+# torch 2.13, 2026-11-25). entropy_from_logits_with_chunking holds an fp32 chunk, its softmax and their product.
+LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 2
+ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 4
+CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 12
 # FSDP units whose bf16 parameters are gathered at the same time (the running one + one prefetched).
 FSDP_GATHERED_UNITS = 2
 # CUDA context + NCCL communicators + cuBLAS workspaces, per GPU (about 2-5 GB).
@@ -154,4 +161,48 @@ def fsdp_breakdown(
         overhead_gib=CUDA_CONTEXT_NCCL_GIB,
         rollout_resident_gib=rollout_resident / GIB,
         optimizer_step_temp_gib=on_gpu * params * ADAMW_STEP_TEMP_BYTES / GIB,
+    )
+
+
+@dataclass(frozen=True)
+class LogProbPass:
+    """GiB per GPU of the actor's old-log-prob pass (no grad, entropy on): `total_gib` is its peak."""
+
+    state_gib: float  # fp32 parameters (loaded back for the pass when offloaded) + AdamW states unless offloaded
+    gathered_params_gib: float
+    layer_peak_gib: float  # one layer's MLP intermediates, freed before the logits exist
+    logits_gib: float
+    entropy_gib: float
+
+    @property
+    def total_gib(self) -> float:
+        return (self.state_gib + self.gathered_params_gib
+                + max(self.layer_peak_gib, self.logits_gib + self.entropy_gib))
+
+
+def fsdp_log_prob_pass(
+    shape: ModelShape,
+    shard_size: int,
+    tokens_per_gpu: int,
+    use_fused_kernels: bool = False,
+    entropy_chunk_size: int | None = None,
+    optimizer_offload: bool = False,
+    offload_policy: bool = False,
+) -> LogProbPass:
+    """The old-log-prob pass over a micro-batch of `tokens_per_gpu` tokens; `entropy_chunk_size`: the chunk of
+    entropy_from_logits_with_chunking, None when it is off. Fused kernels never hold [tokens, vocab]."""
+    params = 0 if offload_policy else hf_total_params(shape) / shard_size
+    optimizer = 0 if optimizer_offload else params * ADAMW_STATE_BYTES
+    ffn = (shape.num_experts_per_tok * shape.moe_ffn_hidden_size + shape.shared_expert_ffn_hidden_size
+           if shape.is_moe else shape.ffn_hidden_size)
+    vocab = 0 if use_fused_kernels else shape.vocab_size
+    entropy_tokens = tokens_per_gpu if entropy_chunk_size is None else min(tokens_per_gpu, entropy_chunk_size)
+    entropy_bytes = ENTROPY_BYTES_PER_TOKEN_PER_VOCAB if entropy_chunk_size is None else \
+        CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB
+    return LogProbPass(
+        state_gib=(params * FP32_PARAM_BYTES + optimizer) / GIB,
+        gathered_params_gib=gathered_params(shape) * BF16_BYTES / GIB,
+        layer_peak_gib=tokens_per_gpu * 3 * BF16_BYTES * ffn / GIB,  # gate, up, SiLU(gate) * up
+        logits_gib=tokens_per_gpu * LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB * vocab / GIB,
+        entropy_gib=entropy_tokens * entropy_bytes * vocab / GIB,
     )

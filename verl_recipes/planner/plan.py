@@ -4,6 +4,8 @@ verl_recipes/check/layout.py, which a plan never estimates past).
 Phases checked per GPU (colocated hybrid engine, the 0.9.1 default):
 * actor update: the engine's peak + CUDA context/NCCL + a Megatron reference model kept on the GPU
   + what the sleeping vLLM engine keeps (its whole share when free_cache_engine=False);
+* old log-probs (FSDP): the actor's no-grad pass with the entropy, whose [tokens x vocab] logits and fp32
+  softmax at log_prob_max_token_len_per_gpu can outgrow the update when fused kernels are off;
 * rollout: the actor state kept on the GPU during generation + the vLLM share + CUDA context,
   and a KV cache holding at least one max_prompt_length + max_response_length sequence.
 """
@@ -16,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, megatron_parallel, megatron_recompute
 from verl_recipes.planner.config import get as _get
 from verl_recipes.planner.config import require as _require
-from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown
+from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown, fsdp_log_prob_pass
 from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, megatron_memory
 from verl_recipes.planner.model_shape import ModelShape, model_shape
 from verl_recipes.planner.rollout_memory import VLLM_SLEEP_RESIDUAL_GIB, RolloutEstimate, rollout_memory
@@ -38,6 +40,8 @@ class TrainingSide:
     terms: list[Term]  # the actor update's peak, per GPU
     lines: list[str]
     rollout_resident_gib: float  # actor state left on the GPU while vLLM generates
+    log_prob_terms: list[Term] = field(default_factory=list)  # the old-log-prob pass's peak; FSDP only
+    log_prob_tokens: int = 0
 
 
 @dataclass
@@ -180,7 +184,44 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
         f"FSDP over {shard} GPUs (Ulysses SP {ulysses}), {tokens} tokens per micro-batch per GPU, "
         f"gradient checkpointing {'on' if checkpointing else 'off'}{', offload_policy on' if offload_policy else ''}"
     ]
-    return TrainingSide(terms, lines, parts.rollout_resident_gib)
+    log_prob_tokens, log_prob_terms = fsdp_log_prob_terms(cfg, shape, shard, seq_tokens, ulysses, offload_policy)
+    return TrainingSide(terms, lines, parts.rollout_resident_gib, log_prob_terms, log_prob_tokens)
+
+
+def fsdp_log_prob_terms(
+    cfg: DictConfig, shape: ModelShape, shard: int, seq_tokens: int, ulysses: int, offload_policy: bool
+) -> tuple[int, list[Term]]:
+    """Tokens per micro-batch and the terms of the actor's old-log-prob pass (verl 0.9.1 always asks it for the
+    entropy); the CUDA context and what vLLM keeps are added by plan() as for the update."""
+    if _get(cfg, f"{ROLLOUT}.log_prob_use_dynamic_bsz", False):
+        tokens = _require(cfg, f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
+    else:
+        tokens = _require(cfg, f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu") * seq_tokens // ulysses
+    chunking = _get(cfg, f"{FSDP}.entropy_from_logits_with_chunking", False)
+    fused = _get(cfg, f"{MODEL}.use_fused_kernels", False)
+    lp = fsdp_log_prob_pass(
+        shape,
+        shard,
+        tokens,
+        use_fused_kernels=fused,
+        entropy_chunk_size=_get(cfg, f"{FSDP}.entropy_from_logits_chunk_size", 2048) if chunking else None,
+        optimizer_offload=_get(cfg, f"{FSDP}.optimizer_offload", False),
+        offload_policy=offload_policy,
+    )
+    budget = f"lower {ROLLOUT}.log_prob_max_token_len_per_gpu"
+    terms = [
+        Term("fp32 parameters + AdamW states", lp.state_gib,
+             f"set {FSDP}.optimizer_offload=True (the pass needs the parameters, not the optimizer)"),
+        Term("gathered bf16 layers, embedding, lm_head", lp.gathered_params_gib, "use Megatron TP for this model"),
+    ]
+    if lp.layer_peak_gib > lp.logits_gib + lp.entropy_gib:
+        return tokens, [*terms, Term("one layer's MLP intermediates", lp.layer_peak_gib, budget)]
+    logits_advice = f"{budget}, or set {MODEL}.use_fused_kernels=True where verl_recipes/check/model.py allows it"
+    entropy_advice = (f"{budget}" if chunking else
+                      f"set {ACTOR}.entropy_from_logits_with_chunking=True (fp32 chunks instead of the whole "
+                      f"softmax), or {budget}")
+    return tokens, [*terms, Term("bf16 logits", lp.logits_gib, logits_advice),
+                    Term(f"entropy's fp32 softmax{' (chunked)' if chunking else ''}", lp.entropy_gib, entropy_advice)]
 
 
 # ---- plan ----
@@ -220,6 +261,9 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         kept = VLLM_SLEEP_RESIDUAL_GIB if free_cache_engine else utilization * gpu_memory_gib
         terms.append(Term("vLLM kept during training", kept, f"set {ROLLOUT}.free_cache_engine=True"))
     training_gib = sum(term.gib for term in terms)
+    shared = terms[-(1 + colocated):] if training.log_prob_terms else []  # CUDA context, what vLLM keeps
+    log_prob_terms = [*training.log_prob_terms, *shared]
+    log_prob_gib = sum(term.gib for term in log_prob_terms)
 
     tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
     ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
@@ -234,6 +278,9 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         *training.lines,
         *(f"  {term.name}: {term.gib:.2f} GiB" for term in terms),
         f"actor update peak: {training_gib:.2f} GiB of {gpu_memory_gib:g} GiB",
+        *([f"old log-prob pass (no grad, entropy on): {training.log_prob_tokens} tokens per micro-batch per GPU",
+           *(f"  {term.name}: {term.gib:.2f} GiB" for term in log_prob_terms),
+           f"old log-prob peak: {log_prob_gib:.2f} GiB of {gpu_memory_gib:g} GiB"] if log_prob_terms else []),
         f"rollout vLLM TP{tp} EP{ep}: weights {rollout.weights_gib:.2f} GiB/GPU, "
         f"KV {rollout.kv_bytes_per_token / 1024:.1f} KiB/token/GPU, {rollout.kv_capacity_tokens} tokens "
         f"= {rollout.concurrent_sequences} sequences of {seq_tokens} tokens per engine "
@@ -242,7 +289,8 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         f"+ CUDA context {CUDA_CONTEXT_NCCL_GIB:.2f} GiB = {rollout_gib:.2f} GiB",
     ]
     offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
-    fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys)
+    fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys,
+                           log_prob_terms)
     return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout)
 
 
@@ -254,6 +302,7 @@ def decide(
     gpu_memory_gib: float,
     actor_resident_gib: float,
     offload_keys: str,
+    log_prob_terms: list[Term] = (),
 ) -> tuple[bool, str]:
     """(fits, verdict): each phase that overflows names its largest term and what to change."""
     biggest = max(terms, key=lambda term: term.gib)
@@ -262,6 +311,13 @@ def decide(
         problems.append(
             f"actor update needs {training_gib:.2f} GiB > {gpu_memory_gib:g} GiB; largest term: {biggest.name} "
             f"({biggest.gib:.2f} GiB): {biggest.advice}"
+        )
+    log_prob_gib = sum(term.gib for term in log_prob_terms)
+    if log_prob_gib > gpu_memory_gib:
+        largest = max(log_prob_terms, key=lambda term: term.gib)
+        problems.append(
+            f"old log-prob pass needs {log_prob_gib:.2f} GiB > {gpu_memory_gib:g} GiB; largest term: {largest.name} "
+            f"({largest.gib:.2f} GiB): {largest.advice}"
         )
     if rollout_gib > gpu_memory_gib:
         max_utilization = (gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib) / gpu_memory_gib
@@ -279,7 +335,8 @@ def decide(
         return False, "does not fit: " + "; ".join(problems)
     verdict = (
         f"fits: actor update {training_gib:.2f} GiB (largest term: {biggest.name} {biggest.gib:.2f} GiB), "
-        f"rollout {rollout_gib:.2f} GiB of {gpu_memory_gib:g} GiB; "
+        f"rollout {rollout_gib:.2f} GiB{f', old log-probs {log_prob_gib:.2f} GiB' if log_prob_terms else ''} "
+        f"of {gpu_memory_gib:g} GiB; "
         f"{rollout.concurrent_sequences} concurrent sequences per rollout engine"
     )
     if not rollout.max_num_seqs_reachable:
