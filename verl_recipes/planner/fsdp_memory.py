@@ -102,12 +102,17 @@ def hf_layer_activation_bytes_per_token(shape: ModelShape) -> float:
     h, d = shape.hidden_size, shape.head_dim
     norms = 2 * (4 * h + 2 * h)
     attention = BF16_BYTES * (2 * shape.num_attention_heads + 2 * shape.num_kv_heads) * d
+    mlp = 4 * BF16_BYTES * active_ffn_width(shape)
     if shape.is_moe:
-        ffn = shape.num_experts_per_tok * shape.moe_ffn_hidden_size + shape.shared_expert_ffn_hidden_size
-        mlp = 4 * BF16_BYTES * ffn + BF16_BYTES * h * shape.num_experts_per_tok  # + dispatched copies of h
-    else:
-        mlp = 4 * BF16_BYTES * shape.ffn_hidden_size
+        mlp += BF16_BYTES * h * shape.num_experts_per_tok  # dispatched copies of h
     return FSDP_ACTIVATION_SCALE * (norms + attention + mlp)
+
+
+def active_ffn_width(shape: ModelShape) -> int:
+    """MLP intermediate width one token runs through: the dense MLP, or its top-k experts + the shared expert."""
+    if shape.is_moe:
+        return shape.num_experts_per_tok * shape.moe_ffn_hidden_size + shape.shared_expert_ffn_hidden_size
+    return shape.ffn_hidden_size
 
 
 def fsdp_activation_bytes_per_token(shape: ModelShape, gradient_checkpointing: bool) -> float:
@@ -166,18 +171,14 @@ def fsdp_breakdown(
 
 @dataclass(frozen=True)
 class LogProbPass:
-    """GiB per GPU of the actor's old-log-prob pass (no grad, entropy on): `total_gib` is its peak."""
+    """GiB per GPU of the actor's old-log-prob pass (no grad, entropy on). Its peak is the state, the gathered
+    parameters and the larger of one layer's MLP intermediates and the logits + entropy (never held together)."""
 
     state_gib: float  # fp32 parameters (loaded back for the pass when offloaded) + AdamW states unless offloaded
     gathered_params_gib: float
     layer_peak_gib: float  # one layer's MLP intermediates, freed before the logits exist
     logits_gib: float
     entropy_gib: float
-
-    @property
-    def total_gib(self) -> float:
-        return (self.state_gib + self.gathered_params_gib
-                + max(self.layer_peak_gib, self.logits_gib + self.entropy_gib))
 
 
 def fsdp_log_prob_pass(
@@ -193,8 +194,6 @@ def fsdp_log_prob_pass(
     entropy_from_logits_with_chunking, None when it is off. Fused kernels never hold [tokens, vocab]."""
     params = 0 if offload_policy else hf_total_params(shape) / shard_size
     optimizer = 0 if optimizer_offload else params * ADAMW_STATE_BYTES
-    ffn = (shape.num_experts_per_tok * shape.moe_ffn_hidden_size + shape.shared_expert_ffn_hidden_size
-           if shape.is_moe else shape.ffn_hidden_size)
     vocab = 0 if use_fused_kernels else shape.vocab_size
     entropy_tokens = tokens_per_gpu if entropy_chunk_size is None else min(tokens_per_gpu, entropy_chunk_size)
     entropy_bytes = ENTROPY_BYTES_PER_TOKEN_PER_VOCAB if entropy_chunk_size is None else \
@@ -202,7 +201,7 @@ def fsdp_log_prob_pass(
     return LogProbPass(
         state_gib=(params * FP32_PARAM_BYTES + optimizer) / GIB,
         gathered_params_gib=gathered_params(shape) * BF16_BYTES / GIB,
-        layer_peak_gib=tokens_per_gpu * 3 * BF16_BYTES * ffn / GIB,  # gate, up, SiLU(gate) * up
+        layer_peak_gib=tokens_per_gpu * 3 * BF16_BYTES * active_ffn_width(shape) / GIB,  # gate, up, SiLU(gate) * up
         logits_gib=tokens_per_gpu * LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB * vocab / GIB,
         entropy_gib=entropy_tokens * entropy_bytes * vocab / GIB,
     )

@@ -217,7 +217,7 @@ def fsdp_log_prob_terms(
     if lp.layer_peak_gib > lp.logits_gib + lp.entropy_gib:
         return tokens, [*terms, Term("one layer's MLP intermediates", lp.layer_peak_gib, budget)]
     logits_advice = f"{budget}, or set {MODEL}.use_fused_kernels=True where verl_recipes/check/model.py allows it"
-    entropy_advice = (f"{budget}" if chunking else
+    entropy_advice = (budget if chunking else
                       f"set {ACTOR}.entropy_from_logits_with_chunking=True (fp32 chunks instead of the whole "
                       f"softmax), or {budget}")
     return tokens, [*terms, Term("bf16 logits", lp.logits_gib, logits_advice),
@@ -253,16 +253,17 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         return Plan(fits=False, errors=errors, lines=[header, *errors], verdict=verdict)
 
     training = (megatron_training if engine == "megatron" else fsdp_training)(cfg, shape, world_size, seq_tokens)
-    terms = [*training.terms, Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
+    # on the GPU in every training-side phase: the CUDA context, and what the sleeping vLLM engine keeps
+    beside = [Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
     utilization = _require(cfg, f"{ROLLOUT}.gpu_memory_utilization")
     colocated = _get(cfg, f"{ROLLOUT}.nnodes", 0) == 0  # 0: rollout shares the trainer's GPUs
     if colocated:
         free_cache_engine = _get(cfg, f"{ROLLOUT}.free_cache_engine", True)
         kept = VLLM_SLEEP_RESIDUAL_GIB if free_cache_engine else utilization * gpu_memory_gib
-        terms.append(Term("vLLM kept during training", kept, f"set {ROLLOUT}.free_cache_engine=True"))
+        beside.append(Term("vLLM kept during training", kept, f"set {ROLLOUT}.free_cache_engine=True"))
+    terms = [*training.terms, *beside]
     training_gib = sum(term.gib for term in terms)
-    shared = terms[-(1 + colocated):] if training.log_prob_terms else []  # CUDA context, what vLLM keeps
-    log_prob_terms = [*training.log_prob_terms, *shared]
+    log_prob_terms = [*training.log_prob_terms, *beside] if training.log_prob_terms else []
     log_prob_gib = sum(term.gib for term in log_prob_terms)
 
     tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
@@ -302,7 +303,7 @@ def decide(
     gpu_memory_gib: float,
     actor_resident_gib: float,
     offload_keys: str,
-    log_prob_terms: list[Term] = (),
+    log_prob_terms: list[Term],
 ) -> tuple[bool, str]:
     """(fits, verdict): each phase that overflows names its largest term and what to change."""
     biggest = max(terms, key=lambda term: term.gib)
