@@ -17,7 +17,7 @@ def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     env = bench.child_env(OUT=str(out), MASTER_PORT="29541")
     completed = subprocess.run(
-        [sys.executable, "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run"],
+        [sys.executable, "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run", "--profile"],
         cwd=bench.REPO_ROOT,
         env=env,
         capture_output=True,
@@ -56,6 +56,22 @@ def test_packed_arms_stayed_packed_and_padded_arm_paid_for_padding(dry_run):
     assert {arms[name]["micro_batches"] for name in fixed} == {num_seqs // 2}
     dynamic = [name for name in arms if name not in fixed]
     assert {arms[name]["micro_batches"] for name in dynamic} == {1}  # the whole dry-run mini-batch fits the budget
+
+
+@pytest.mark.slow
+def test_every_arm_profiled_one_step_through_verls_profiler_with_our_preset(dry_run):
+    """verl's own torch profiler, set by configs/profiling/torch_rollout, wrote one train_batch trace per arm; the
+    phases found their ranges (CPU only here: no GPU events, and the summary says so)."""
+    stdout, result = dry_run
+    assert result["settings"]["profile"] == actor_update.PROFILE_FRAGMENT
+    for name, arm in result["arms"].items():
+        profile, phases = arm["profile"], arm["profile"]["phases"]
+        assert profile["wall_s"] > 0 and profile["gpu_events"] == 0 and "no GPU events" in profile["notes"][0]
+        assert all(phases[phase]["ranges"] > 0 for phase in ("forward", "backward", "optimizer"))
+        assert ("train_batch", 1) == tuple(profile["annotations"][0][:2])  # verl's stage range is the window
+        calls_verl_logprobs = actor_update.ARMS[name].logprobs != "fused"  # fused kernels compute them in the model
+        assert (phases["log-prob"]["ranges"] > 0) == calls_verl_logprobs, name
+    assert "one profiled step per arm (configs/profiling/torch_rollout)" in stdout
 
 
 @pytest.mark.slow

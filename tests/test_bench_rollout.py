@@ -102,11 +102,34 @@ def test_engine_kwargs_are_vllm_engine_args():
         assert set(rollout.engine_kwargs(arm, 2648, 256)) <= fields
 
 
+def test_vllm_profiler_config_is_what_verls_rollout_server_builds_from_our_preset(tmp_path):
+    """configs/profiling/torch_rollout through verl's build_vllm_profiler_args: torch, engine iterations [0, 64),
+    no stacks or shapes, traces in the replica's folder (vLLM 0.24 took it and wrote traces on the GPU, bench/README.md)."""
+    config = rollout.vllm_profiler_config(str(tmp_path))
+    assert config["profiler"] == "torch" and (config["delay_iterations"], config["max_iterations"]) == (0, 64)
+    assert not config["torch_profiler_with_stack"] and not config["torch_profiler_record_shapes"]
+    assert config["torch_profiler_dir"] == str(tmp_path / "agent_loop_rollout_replica_0")
+
+
+def test_profiled_decode_step_against_its_floor(cost):
+    """62 decode iterations at B=64 that took 0.16 s of kernels over a 0.21 s span, on an H100."""
+    args = rollout.parse_args(["--profile", "--profile-concurrency", "64"])
+    profile = {"phases": {"decode": {"ranges": 62, "gpu_s": 0.16, "gpu_span_s": 0.21}}}
+    step = rollout.profiled_decode_step(profile, args, cost, H100_COPY_BYTES_PER_S, H100_GEMM_FLOPS)
+    level, _ = rollout.level_requests(64, args)
+    context = level.prompts[:64].sum() + 64 * 31  # prompts plus half the profiled iterations
+    floor = (cost.weight_bytes + cost.kv_bytes_per_token * context) / H100_COPY_BYTES_PER_S  # memory-bound at B=64
+    assert step["floor_s"] == pytest.approx(floor)
+    assert step["kernel_s"] == pytest.approx(0.16 / 62) and step["span_s"] == pytest.approx(0.21 / 62)
+    assert step["kernels_of_floor"] == pytest.approx(floor / (0.16 / 62))
+    assert rollout.profiled_decode_step({"phases": {"decode": {"ranges": 0}}}, args, cost, 1, 1) == {"iterations": 0}
+
+
 @pytest.mark.slow
 def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
     env = bench.child_env(OUT=str(tmp_path))
     completed = subprocess.run(
-        [sys.executable, "-m", "verl_recipes.bench.rollout", "--cpu-dry-run"],
+        [sys.executable, "-m", "verl_recipes.bench.rollout", "--cpu-dry-run", "--profile"],
         cwd=bench.REPO_ROOT,
         env=env,
         capture_output=True,
@@ -125,6 +148,7 @@ def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
             assert level["fraction_of_floor"] == pytest.approx(level["floor_seconds"] / level["seconds"])
     assert "ours fraction of HBM floor, B=8" in result["goals"]
     assert "ours / eager (CUDA graphs), B=2" in result["goals"]
+    assert all(arm["profile"] == {"error": "no profiler on the CPU stand-in engine"} for arm in result["arms"].values())
     assert completed.stdout.rstrip().splitlines()[-1].lstrip().startswith("ours fraction of HBM floor, B=8")
 
 

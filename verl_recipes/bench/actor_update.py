@@ -11,7 +11,9 @@ in every arm; the packed arms are checked to have reached attention as one unpad
 arm's log-prob function is recorded from verl's engine module.
 
 Each arm: one warm-up step (its loss must agree across arms: same weights, same data), then --steps timed
-steps while the time budget lasts.
+steps while the time budget lasts; with --profile, one more step under verl's torch profiler as our preset
+configs/profiling/torch_rollout sets it, summarized by phase (verl_recipes.perf.torch_trace: GPU busy and idle time,
+GPU time in forward, log-prob, backward and the optimizer).
 Reports valid tokens/s, verl's MFU (its own metric: FlopsCounter on the valid lengths over its train_batch timer, the
 device's datasheet peak), the fraction of the measured GEMM roof, peak memory, computed/valid tokens and
 micro-batches; prints the tables last; writes $OUT/actor_update.json with the conditions every ratio depends on.
@@ -22,15 +24,18 @@ micro-batches; prints the tables last; writes $OUT/actor_update.json with the co
 
 import argparse
 import gc
+import os
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from verl_recipes.bench import ceilings, lengths, model_shape, report, verl_actor
+from verl_recipes.perf import torch_trace
 from verl_recipes.runtime import logprobs, varlen_attention
 
 
@@ -53,6 +58,14 @@ ARMS = {  # run in this order
     "dynamic_chunked": Arm("dynamic", "chunked"),  # ours where fused kernels cannot run (the VL recipes)
     "ours": Arm("dynamic", "fused"),  # configs/batching/packed_dynamic + configs/kernels/fused
 }
+PROFILE_FRAGMENT = "configs/profiling/torch_rollout"  # verl's torch profiler: CPU + CUDA, one trace per stage call
+LOGPROB_RANGE = "logprobs_from_logits"  # the bench names verl's log-prob call in the trace (verl does not)
+PHASES = [  # (phase, range-name prefix), first match wins: where each kernel was launched from
+    ("optimizer", "Optimizer.step"),  # torch.optim's own annotation
+    ("backward", "autograd::engine::evaluate_function"),  # every backward node, on autograd's thread
+    ("log-prob", LOGPROB_RANGE),  # forward of the log-probs from the logits (inside the model when fused)
+    ("forward", "micro_batch"),  # verl's per-micro-batch range: the model's forward and the loss
+]
 GOALS = {  # name: (numerator, denominator, target)
     "ours / verl_default, valid tokens/s": ("ours", "verl_default", 1.5),
     "ours / padded, valid tokens/s": ("ours", "padded", 2.5),
@@ -195,6 +208,31 @@ def proxy_lengths(token_budget: int, max_response: int, min_prompt: int, max_pro
     return lengths.Lengths(prompts=prompts, responses=responses)
 
 
+def profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir: str) -> dict:
+    """One more step with verl's profiler on (its update stage, train_batch, is one trace in discrete mode) and
+    verl's log-prob call wrapped in a named range; returns the trace's summary by phase."""
+    from verl.workers.engine.fsdp import transformer_impl
+
+    function = transformer_impl.logprobs_from_logits
+
+    def named(*args, **kwargs):
+        with torch.profiler.record_function(LOGPROB_RANGE):
+            return function(*args, **kwargs)
+
+    transformer_impl.logprobs_from_logits = named
+    try:
+        worker.start_profile(profile_step=1)
+        step = timed_step(worker, batch_lengths, vocab_size, on_gpu)
+        worker.stop_profile()
+    finally:
+        transformer_impl.logprobs_from_logits = function
+    traces = sorted(Path(trace_dir).glob("*.json*"))
+    if len(traces) != 1:
+        raise RuntimeError(f"expected one trace from the profiled step in {trace_dir}, found {[t.name for t in traces]}")
+    summary = torch_trace.summarize(traces[0], PHASES, window="train_batch")
+    return {"step_seconds": step["seconds"], "trace_mib": traces[0].stat().st_size / 2**20, **summary.as_dict()}
+
+
 def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -> tuple[dict, object]:
     """Build the arm's actor from the saved weights, warm it up, time it; returns its result and its worker."""
     if on_gpu:
@@ -205,9 +243,13 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
     if args.optimizer_offload:  # a per-tensor Adam step: foreach's full-size temporaries do not fit a 7B on 141 GB
         overrides += ["actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
                       "actor_rollout_ref.actor.optim.override_optimizer_config={foreach:false}"]
+    trace_dir = os.path.join(args.trace_dir, arm)
+    if args.profile:
+        overrides += [f"global_profiler.save_path={trace_dir}"]
     logprobs.use(ARMS[arm].logprobs == "chunked")
     build_start = time.perf_counter()
-    worker = verl_actor.build_worker(verl_actor.compose(model_path, overrides))
+    fragments = (PROFILE_FRAGMENT,) if args.profile else ()
+    worker = verl_actor.build_worker(verl_actor.compose(model_path, overrides, fragments))
     build_seconds = time.perf_counter() - build_start
     warmup = timed_step(worker, batch_lengths, vocab_size, on_gpu)
     steps = [timed_step(worker, batch_lengths, vocab_size, on_gpu)]
@@ -239,6 +281,8 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
         "grad_norm": steps[0]["grad_norm"],
         "logprob_function": verl_logprob_function(),
     }
+    if args.profile:
+        result["profile"] = profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir)
     return result, worker
 
 
@@ -329,8 +373,27 @@ def print_tables(payload: dict) -> None:
     paths = ("verl", "chunked", "fused")
     print(f"valid tok/s by batching x log-prob path (verl = {payload['conditions']['verl_logprobs']}):")
     print(report.table([{"batching": b, **factors[b]} for b in factors], [("batching", "batching")] + [(p, p) for p in paths]))
+    if any("profile" in arm for arm in payload["arms"].values()):
+        print(f"one profiled step per arm ({PROFILE_FRAGMENT}), GPU seconds by where the kernel was launched:")
+        print(report.table(profile_rows(payload["arms"]), PROFILE_COLUMNS))
     goal_rows = [dict(goal=name, **goal) for name, goal in payload["goals"].items()]
     print(report.table(goal_rows, [("goal", "goal"), ("value", "value"), ("target", "target"), ("held", "held")]))
+
+
+PROFILE_COLUMNS = [("arm", "arm"), ("wall_s", "train_batch s"), ("busy_fraction", "GPU busy"), ("idle_s", "GPU idle s")]
+PROFILE_COLUMNS += [(phase, f"{phase} GPU s") for phase, _ in PHASES] + [("other", "other GPU s")]
+PROFILE_COLUMNS += [("gpu_events", "GPU events"), ("logprob_range_s", "log-prob range s")]
+
+
+def profile_rows(arms: dict) -> list[dict]:
+    rows = []
+    for name, arm in arms.items():
+        if "profile" in arm:
+            profile = arm["profile"]
+            phases = {phase: values["gpu_s"] for phase, values in profile["phases"].items()}
+            logprob_range_s = profile["phases"]["log-prob"]["range_s"]
+            rows.append(dict(arm=name, logprob_range_s=logprob_range_s, **phases, **profile))
+    return rows
 
 
 def checked_attention(device: torch.device) -> dict:
@@ -366,6 +429,8 @@ def parse_args(argv):
                         help="model shape on the GPU (the dry run is always tiny)")
     parser.add_argument("--optimizer-offload", action="store_true",
                         help="Adam states on the CPU between steps and a per-tensor (not foreach) step: 7B on one GPU")
+    parser.add_argument("--profile", action="store_true",
+                        help=f"one more step per arm under verl's torch profiler ({PROFILE_FRAGMENT}), summarized by phase")
     args = parser.parse_args(argv)
     args.arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
     unknown = sorted(set(args.arms) - set(ARMS))
@@ -418,12 +483,13 @@ def main(argv=None) -> int:
         "steps": args.steps,
         "strategy": "fsdp2",
         "gradient_checkpointing": True,
+        "profile": PROFILE_FRAGMENT if args.profile else None,
     }
     from transformers import Qwen2ForCausalLM
 
     original_forward = Qwen2ForCausalLM.forward
     arms, proxy = {}, None
-    with tempfile.TemporaryDirectory() as model_path:
+    with tempfile.TemporaryDirectory() as model_path, tempfile.TemporaryDirectory() as args.trace_dir:
         model_shape.write(args.shape, model_path, weights=True)
         for arm in args.arms:
             print(f"== arm {arm} ({time.perf_counter() - started:.0f}s)", flush=True)

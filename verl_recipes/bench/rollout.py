@@ -12,6 +12,10 @@ process, one engine, at several concurrencies: at most B requests in flight, the
 finishes (what max_num_seqs=B does with a long queue; one engine serves every B). Every level replays the
 same 2 x B requests in every arm. Reported: output tokens/s and the fraction of the HBM floor
 (verl_recipes.bench.decode_floor with the copy bandwidth and GEMM rate measured by verl_recipes.bench.ceilings in this run).
+With --profile, each arm then replays --profile-concurrency of those requests, cut to --profile-tokens each, under
+vLLM's torch profiler configured as verl's rollout server configures it from our preset
+configs/profiling/torch_rollout (engine iterations [0, 64)), and reports where those iterations' time went
+(verl_recipes.perf.torch_trace: GPU busy vs idle, kernel kinds, vLLM's own stage annotations).
 
     python -m verl_recipes.bench.rollout                 # on the GPU machine (kit on PYTHONPATH), ~5-6 minutes
     python -m verl_recipes.bench.rollout --cpu-dry-run   # CPU stand-in engine, same orchestration and report, < 1 minute
@@ -25,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from verl_recipes import bench
-from verl_recipes.bench import ceilings, decode_floor, lengths, model_shape, report
+from verl_recipes.bench import ceilings, decode_floor, lengths, model_shape, report, verl_actor
+from verl_recipes.perf import torch_trace
 
 ARMS = {  # run in this order: what the goals need first
     "ours": dict(enforce_eager=False, gpu_memory_utilization=0.7),
@@ -39,6 +45,11 @@ ARMS = {  # run in this order: what the goals need first
     # against per-step CPU overhead: schedule step n+1 while step n runs on the GPU (vLLM's async_scheduling)
     "async_scheduling": dict(enforce_eager=False, gpu_memory_utilization=0.7, async_scheduling=True),
 }
+PROFILE_FRAGMENT = "configs/profiling/torch_rollout"
+PROFILE_PHASES = [  # vLLM 0.24 names each engine iteration execute_context_<n>(<tokens>)_generation_<n>(<tokens>)
+    ("decode", "execute_context_0(0)_generation_"),  # no prompt tokens in the iteration
+    ("with prefill", "execute_context_"),
+]
 GRAPH_SPEEDUP_TARGET = 1.17  # NVIDIA's RL pipeline tuning talk: CUDA graphs cut generate time ~17%
 FLOOR_FRACTION_TARGET = 0.70  # our goal: >= 70% of the HBM floor at B >= 64 (bench/README.md)
 
@@ -61,6 +72,19 @@ def engine_kwargs(arm: str, max_model_len: int, max_num_seqs: int) -> dict:
     if not settings["enforce_eager"]:
         kwargs["compilation_config"] = {"cudagraph_mode": "FULL_AND_PIECEWISE"}  # verl's vllm_async_server default
     return kwargs
+
+
+def vllm_profiler_config(trace_dir: str) -> dict:
+    """vLLM's profiler_config as verl 0.9.1's rollout server builds it (build_vllm_profiler_args) from our preset,
+    with traces under trace_dir. One change: no key_averages table at stop (slow on a long trace; not read)."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.utils.profiler.config import build_vllm_profiler_args
+
+    rollout = verl_actor.compose(trace_dir, [f"global_profiler.save_path={trace_dir}"], (PROFILE_FRAGMENT,)).rollout
+    profiler = omega_conf_to_dataclass(rollout.profiler)
+    tool = omega_conf_to_dataclass(rollout.profiler.tool_config[profiler.tool])
+    config = json.loads(build_vllm_profiler_args(profiler, tool, rank=0, legacy_env=False)["profiler_config"])
+    return {**config, "torch_profiler_dump_cuda_time_total": False}
 
 
 class VllmEngine:
@@ -161,10 +185,27 @@ def generate(engine, prompts: list[list[int]], max_tokens: list[int], concurrenc
     }
 
 
+def profiled_replay(engine, args, trace_dir: str) -> dict:
+    """The level B = --profile-concurrency's first B requests, each cut to --profile-tokens, under the engine's
+    profiler (which stops itself after the preset's iterations); the worker's trace summarized by iteration kind."""
+    _, prompts = level_requests(args.profile_concurrency, args)
+    count = args.profile_concurrency
+    engine.llm.start_profile()
+    generate(engine, prompts[:count], [args.profile_tokens] * count, count)
+    engine.llm.stop_profile()
+    traces = sorted(Path(trace_dir).rglob("*.json*"))
+    if not traces:
+        return {"error": f"the profiler wrote no trace under {trace_dir}"}
+    summary = torch_trace.summarize(traces[-1], PROFILE_PHASES, window=None)
+    return {"concurrency": count, "tokens_per_request": args.profile_tokens, "trace": traces[-1].name, **summary.as_dict()}
+
+
 def run_arm(args) -> dict:
     """Child process: one engine for the arm, a short warm-up, then every concurrency level until the deadline."""
     started = time.perf_counter()
     kwargs = engine_kwargs(args.arm, args.max_prompt + args.max_response, max(args.concurrencies))
+    if args.profiler_config:  # built by the parent: verl's import initializes CUDA, which vLLM's fork cannot inherit
+        kwargs["profiler_config"] = json.loads(args.profiler_config)
     if args.cpu_dry_run:
         engine = TinyEngine(args.vocab_size)
     else:
@@ -185,6 +226,10 @@ def run_arm(args) -> dict:
         level, prompts = level_requests(concurrency, args)
         result["levels"][str(concurrency)] = generate(engine, prompts, level.responses.tolist(), concurrency)
         print(f"[{args.arm}] B={concurrency}: {result['levels'][str(concurrency)]}", flush=True)
+    if args.profile:
+        result["profile"] = (profiled_replay(engine, args, kwargs["profiler_config"]["torch_profiler_dir"])
+                             if not args.cpu_dry_run
+                             else {"error": "no profiler on the CPU stand-in engine"})
     return result
 
 
@@ -213,6 +258,12 @@ def run_children(args, model_path: str, deadline: float) -> dict:
             command += ["--model-path", model_path, "--deadline", str(deadline)]
             command += ["--max-response", str(args.max_response), "--shape", args.shape]
             command += ["--concurrencies", ",".join(map(str, args.concurrencies))]
+            if args.profile:
+                command += ["--profile", "--profile-concurrency", str(args.profile_concurrency)]
+                command += ["--profile-tokens", str(args.profile_tokens)]
+                if not args.cpu_dry_run:
+                    config = vllm_profiler_config(tempfile.mkdtemp(prefix=f"rollout-{arm}-"))
+                    command += ["--profiler-config", json.dumps(config)]
             command += ["--cpu-dry-run"] if args.cpu_dry_run else []
             print(f"== arm {arm}: {' '.join(command)}", flush=True)
             code = run_bounded(command, env, timeout=deadline - time.time() + args.grace_s)
@@ -222,6 +273,24 @@ def run_children(args, model_path: str, deadline: float) -> dict:
             else:
                 arms[arm] = {"error": f"arm process ended with {code}; its log is above"}
     return arms
+
+
+def profiled_decode_step(profile: dict, args, cost, bandwidth: float, peak: float) -> dict:
+    """The profiled decode iterations against one decode step's floor (all B requests running, at their mean
+    context over the window: prompt + half the iterations). Per iteration: kernel time (GPU busy) and the span
+    from one iteration's first kernel to the next one's (GPU busy + idle); idle is per-step overhead."""
+    decode = profile["phases"]["decode"]
+    iterations = decode["ranges"]
+    if not iterations:
+        return {"iterations": 0}
+    count = args.profile_concurrency
+    level, _ = level_requests(count, args)
+    context = float(level.prompts[:count].sum()) + count * iterations / 2
+    floor = max((cost.weight_bytes + cost.kv_bytes_per_token * context) / bandwidth,
+                (cost.flops_per_token * count + cost.attention_flops_per_context_token * context) / peak)
+    kernel_s, span_s = decode["gpu_s"] / iterations, decode["gpu_span_s"] / iterations
+    return {"iterations": iterations, "floor_s": floor, "kernel_s": kernel_s, "span_s": span_s,
+            "kernels_of_floor": floor / kernel_s, "span_of_floor": floor / span_s}
 
 
 def summarize(arms: dict, args, hardware: dict) -> tuple[dict, dict]:
@@ -235,6 +304,9 @@ def summarize(arms: dict, args, hardware: dict) -> tuple[dict, dict]:
             measured = arm.get("levels", {}).get(str(concurrency), {})
             if "seconds" in measured:
                 measured.update(floor_seconds=floor, fraction_of_floor=floor / measured["seconds"])
+    for arm in arms.values():
+        if "phases" in arm.get("profile", {}):
+            arm["profile"]["decode_step"] = profiled_decode_step(arm["profile"], args, cost, bandwidth, peak)
 
     def tokens_per_s(arm, concurrency):
         return arms.get(arm, {}).get("levels", {}).get(str(concurrency), {}).get("tokens_per_s")
@@ -304,6 +376,16 @@ def print_tables(payload: dict) -> None:
         ("skipped", "skipped"),
     ]
     print(report.table(rows, columns))
+    profiles = [dict(arm=name, **arm["profile"], **arm["profile"].get("decode_step", {}))
+                for name, arm in payload["arms"].items() if "profile" in arm]
+    if profiles:
+        print(f"engine iterations under the profiler ({PROFILE_FRAGMENT}); decode: seconds per iteration:")
+        print(report.table(profiles, [
+            ("arm", "arm"), ("wall_s", "traced s"), ("busy_fraction", "GPU busy"), ("idle_s", "GPU idle s"),
+            ("iterations", "decode iterations"), ("floor_s", "floor"), ("kernel_s", "kernels"), ("span_s", "span"),
+            ("kernels_of_floor", "floor/kernels"), ("span_of_floor", "floor/span"), ("error", "error")]))
+        for profile in (profile for profile in profiles if "error" not in profile):
+            print(f"[{profile['arm']}] GPU s by kind {profile.get('kinds')}; annotations {profile.get('annotations')}")
     goal_rows = [dict(goal=name, **goal) for name, goal in payload["goals"].items()]
     print(report.table(goal_rows, [("goal", "goal"), ("value", "value"), ("target", "target"), ("held", "held")]))
 
@@ -318,11 +400,16 @@ def parse_args(argv):
     parser.add_argument("--shape", choices=list(model_shape.SHAPES), default="qwen2.5-1.5b",
                         help="model shape on the GPU (the dry run is always tiny)")
     parser.add_argument("--grace-s", type=float, default=120, help="an arm still running this long after it is killed")
+    parser.add_argument("--profile", action="store_true",
+                        help=f"after the levels, replay some requests under vLLM's profiler ({PROFILE_FRAGMENT})")
+    parser.add_argument("--profile-concurrency", type=int, default=64, help="requests replayed under the profiler")
+    parser.add_argument("--profile-tokens", type=int, default=128, help="tokens each replayed request generates")
     # set by the parent for its arm processes
     parser.add_argument("--arm", choices=tuple(ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--profiler-config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
     unknown = sorted(set(args.arms) - set(ARMS))
@@ -362,6 +449,8 @@ def main(argv=None) -> int:
         "max_prompt": args.max_prompt,
         "max_response": args.max_response,
         "arms": {arm: ARMS[arm] for arm in args.arms},
+        "profile": {"preset": PROFILE_FRAGMENT, "concurrency": args.profile_concurrency,
+                    "tokens_per_request": args.profile_tokens} if args.profile else None,
     }
     payload["lengths"] = {str(c): level_requests(c, args)[0].summary() for c in args.concurrencies}
     deadline = time.time() + args.time_budget_s - (time.perf_counter() - started)

@@ -27,13 +27,18 @@ def init_single_process(cpu: bool, port: int = 29531) -> None:
         torch.distributed.init_process_group("gloo" if cpu else "cpu:gloo,cuda:nccl", rank=0, world_size=1)
 
 
-def compose(model_path: str, overrides: list[str]):
-    """actor_rollout_ref of verl's ppo_trainer.yaml with our overrides (Hydra syntax, as a recipe would pass)."""
+def compose(model_path: str, overrides: list[str], fragments: tuple[str, ...] = ()):
+    """actor_rollout_ref of verl's ppo_trainer.yaml with our overrides (Hydra syntax, as a recipe would pass) and
+    our config fragments (e.g. "configs/profiling/torch_rollout"), added the way a recipe's command line adds them."""
     import verl
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from verl_recipes.catalog import root
+
     base = [
+        f"hydra.searchpath=[file://{root()}]",  # where configs/ lives, for the fragments
+        *(f"+{os.path.dirname(fragment)}={os.path.basename(fragment)}" for fragment in fragments),
         f"actor_rollout_ref.model.path={model_path}",
         "+actor_rollout_ref.model.load_tokenizer=False",
         "actor_rollout_ref.rollout.n=1",
@@ -45,7 +50,8 @@ def compose(model_path: str, overrides: list[str]):
 
 
 def build_worker(actor_rollout_ref):
-    """The actor TrainingWorker, with the engine-config assignments of ActorRolloutRefWorker.init_model."""
+    """The actor TrainingWorker, with the engine-config assignments of ActorRolloutRefWorker.init_model; its
+    profiler is the actor's (enabled only by a profiling fragment), built as init_model builds it."""
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.config import TrainingWorkerConfig
     from verl.workers.engine_workers import TrainingWorker
@@ -60,6 +66,7 @@ def build_worker(actor_rollout_ref):
         engine_config=actor_config.engine,
         optimizer_config=actor_config.optim,
         checkpoint_config=actor_config.checkpoint,
+        profiler_config=omega_conf_to_dataclass(actor_rollout_ref.actor.profiler),
     )
     engine_config = training_config.engine_config
     engine_config.use_dynamic_bsz = actor_rollout_ref.actor.use_dynamic_bsz
