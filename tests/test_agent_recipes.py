@@ -169,9 +169,9 @@ def test_rl_starts_from_the_newest_cold_start_checkpoint(tmp_path, monkeypatch):
     assert cold_start.model_args(catalog.get("qwen25-7b-grpo"), []) == []
 
 
-def test_log_prob_budget_too_large_for_the_entropy_is_refused_by_the_planner():
-    errors = check(catalog.get(RETOOL), ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=147456"])
-    assert any("old log-prob pass needs" in e and "entropy_from_logits_with_chunking" in e for e in errors), errors
+def test_log_prob_budget_too_large_for_the_logits_is_refused_by_the_planner():
+    errors = check(catalog.get(RETOOL), ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=294912"])
+    assert any("old log-prob pass needs" in e and "log_prob_max_token_len_per_gpu" in e for e in errors), errors
 
 
 def test_unbounded_token_budget_is_refused_by_the_planner():

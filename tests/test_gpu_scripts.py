@@ -1,6 +1,6 @@
 """The GPU checks of tests/gpu/, collected by pytest: on a CUDA machine they run (each writes its JSON to a scratch
 $OUT); on CPU-only machines they skip with the reason (tests/conftest.py). The CPU halves of the same code paths are
-tests/test_freeze_vision.py and tests/test_calibrate_fsdp.py."""
+tests/test_freeze_vision.py, tests/test_calibrate_fsdp.py and tests/test_calibrate_log_prob.py."""
 
 import os
 import subprocess

@@ -84,19 +84,30 @@ def test_fsdp_recipe_fits_and_logits_dominate_until_fused_kernels():
     assert fused.rollout.concurrent_sequences > fused.rollout.max_num_seqs  # 3k-token sequences, TP 2
 
 
-def test_old_log_prob_pass_counts_the_logits_and_the_entropy_softmax():
-    """verl 0.9.1 asks the old-log-prob pass for the entropy: unfused, bf16 logits + an fp32 softmax per token."""
-    tokens = 8 * 18432  # ReTool's first log-prob budget: fits the update, not this pass
+def test_old_log_prob_pass_peaks_at_the_logits_and_counts_the_entropy_only_when_eager():
+    """verl 0.9.1 asks the old-log-prob pass for the entropy. Unfused, the pass peaks at the lm_head, the final hidden
+    states and the bf16 logits; verl's compiled entropy adds nothing (measured, results/planner/); eager, a softmax."""
+    FSDP = f"{ACTOR}.fsdp_config"
+    tokens = 8 * 18432  # ReTool's first log-prob budget
     big = FSDP_RECIPE + [f"{ROLLOUT}.log_prob_use_dynamic_bsz=True", f"{ROLLOUT}.log_prob_max_token_len_per_gpu={tokens}"]
-    result = plan(composed(big), QWEN2_5_7B)
-    assert not result.fits and "actor update needs" not in result.verdict
-    assert "old log-prob pass needs" in result.verdict
-    assert f"largest term: entropy's fp32 softmax ({tokens * 152064 * 4 / 2**30:.2f} GiB)" in result.verdict
-    assert f"{ACTOR}.entropy_from_logits_with_chunking=True" in result.verdict
-    assert f"  bf16 logits: {tokens * 152064 * 2 / 2**30:.2f} GiB" in result.lines
-    chunked = plan(composed(big + [f"{ACTOR}.entropy_from_logits_with_chunking=True"]), QWEN2_5_7B)
+    compiled = plan(composed(big), QWEN2_5_7B)
+    assert compiled.fits, compiled.verdict
+    assert f"  bf16 logits: {tokens * 152064 * 2 / 2**30:.2f} GiB" in compiled.lines
+    assert f"  final hidden states: {tokens * 3584 * 2 / 2**30:.2f} GiB" in compiled.lines
+    assert f"  gathered bf16 lm_head: {152064 * 3584 * 2 / 2**30:.2f} GiB" in compiled.lines
+    assert not any("entropy" in line for line in compiled.lines if line.startswith("  "))
+    eager = plan(composed(big + [f"{FSDP}.use_torch_compile=False"]), QWEN2_5_7B)
+    assert not eager.fits and "actor update needs" not in eager.verdict and "old log-prob pass needs" in eager.verdict
+    assert f"largest term: eager entropy's softmax ({tokens * 152064 * 4 / 2**30:.2f} GiB)" in eager.verdict
+    assert f"{FSDP}.use_torch_compile=True" in eager.verdict
+    chunked = plan(composed(big + [f"{FSDP}.use_torch_compile=False", f"{ACTOR}.entropy_from_logits_with_chunking=True"]),
+                   QWEN2_5_7B)
     assert chunked.fits, chunked.verdict
-    assert f"  entropy's fp32 softmax (chunked): {2048 * 152064 * 12 / 2**30:.2f} GiB" in chunked.lines
+    assert f"  eager entropy's softmax (chunked): {2048 * 152064 * 12 / 2**30:.2f} GiB" in chunked.lines
+    too_big = plan(composed(FSDP_RECIPE + [f"{ROLLOUT}.log_prob_use_dynamic_bsz=True",
+                                           f"{ROLLOUT}.log_prob_max_token_len_per_gpu={2 * tokens}"]), QWEN2_5_7B)
+    assert not too_big.fits and f"largest term: bf16 logits ({2 * tokens * 152064 * 2 / 2**30:.2f} GiB)" in too_big.verdict
+    assert f"lower {ROLLOUT}.log_prob_max_token_len_per_gpu" in too_big.verdict
     fused = plan(composed(big + ["actor_rollout_ref.model.use_fused_kernels=True"]), QWEN2_5_7B)
     assert fused.fits and any(line.startswith("  one layer's MLP intermediates") for line in fused.lines)
 

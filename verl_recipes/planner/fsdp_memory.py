@@ -43,12 +43,15 @@ LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 6
 # With use_fused_kernels=True verl computes log-probs in chunks and never holds [tokens, vocab].
 FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 0
 # Old log-probs (verl 0.9.1 RayPPOTrainer._compute_old_log_prob) always ask for the entropy, without grad.
-# Unfused, that pass holds the bf16 logits and, in verl's entropy_from_logits, a [tokens, vocab] fp32 softmax
-# beside them: eager, and torch.compile'd too (use_torch_compile: inductor's generated code allocates it, read on
-# torch 2.13, 2026-11-25). entropy_from_logits_with_chunking holds an fp32 chunk, its softmax and their product.
+# Unfused, the pass peaks while the logits exist: the lm_head's gathered bf16 weight, the final hidden states and the
+# bf16 logits. Measured on an H200 within 2.5% at 8k-49k tokens for the Qwen2.5-1.5B and 7B shapes
+# (tests/gpu/calibrate_log_prob.py, results/planner/log-prob-calibration.h200.md). verl torch.compiles the entropy
+# (fsdp_config.use_torch_compile, on by default), and compiled it added nothing measurable, chunked or not.
+# Eager, entropy_from_logits holds a [tokens, vocab] softmax and its product with the logits (bf16), and
+# entropy_from_logits_with_chunking an fp32 chunk, its softmax and their product: read from verl's code, not measured.
 LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 2
-ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 4
-CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 12
+EAGER_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 4
+EAGER_CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 12
 # FSDP units whose bf16 parameters are gathered at the same time (the running one + one prefetched).
 FSDP_GATHERED_UNITS = 2
 # CUDA context + NCCL communicators + cuBLAS workspaces, per GPU (about 2-5 GB).
@@ -171,14 +174,25 @@ def fsdp_breakdown(
 
 @dataclass(frozen=True)
 class LogProbPass:
-    """GiB per GPU of the actor's old-log-prob pass (no grad, entropy on). Its peak is the state, the gathered
-    parameters and the larger of one layer's MLP intermediates and the logits + entropy (never held together)."""
+    """GiB per GPU of the actor's old-log-prob pass (no grad, entropy on). Its peak is the state plus the larger of
+    two moments, never together: a layer running (gathered parameters, one layer's MLP intermediates) and the
+    logits (the lm_head gathered, the final hidden states, the logits and an eager entropy's buffers)."""
 
     state_gib: float  # fp32 parameters (loaded back for the pass when offloaded) + AdamW states unless offloaded
     gathered_params_gib: float
     layer_peak_gib: float  # one layer's MLP intermediates, freed before the logits exist
+    output_layer_gib: float  # the lm_head's bf16 weight, gathered while the logits are computed
+    hidden_gib: float  # the final hidden states that the lm_head reads
     logits_gib: float
-    entropy_gib: float
+    entropy_gib: float  # 0 when verl torch.compiles the entropy (its default)
+
+    @property
+    def layer_moment_gib(self) -> float:
+        return self.gathered_params_gib + self.layer_peak_gib
+
+    @property
+    def logits_moment_gib(self) -> float:
+        return self.output_layer_gib + self.hidden_gib + self.logits_gib + self.entropy_gib
 
 
 def fsdp_log_prob_pass(
@@ -189,19 +203,23 @@ def fsdp_log_prob_pass(
     entropy_chunk_size: int | None = None,
     optimizer_offload: bool = False,
     offload_policy: bool = False,
+    torch_compile: bool = True,
 ) -> LogProbPass:
     """The old-log-prob pass over a micro-batch of `tokens_per_gpu` tokens; `entropy_chunk_size`: the chunk of
-    entropy_from_logits_with_chunking, None when it is off. Fused kernels never hold [tokens, vocab]."""
+    entropy_from_logits_with_chunking, None when it is off; `torch_compile`: fsdp_config.use_torch_compile.
+    Fused kernels never hold [tokens, vocab]."""
     params = 0 if offload_policy else hf_total_params(shape) / shard_size
     optimizer = 0 if optimizer_offload else params * ADAMW_STATE_BYTES
     vocab = 0 if use_fused_kernels else shape.vocab_size
     entropy_tokens = tokens_per_gpu if entropy_chunk_size is None else min(tokens_per_gpu, entropy_chunk_size)
-    entropy_bytes = ENTROPY_BYTES_PER_TOKEN_PER_VOCAB if entropy_chunk_size is None else \
-        CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB
+    entropy_bytes = EAGER_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB if entropy_chunk_size is None else \
+        EAGER_CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB
     return LogProbPass(
         state_gib=(params * FP32_PARAM_BYTES + optimizer) / GIB,
         gathered_params_gib=gathered_params(shape) * BF16_BYTES / GIB,
         layer_peak_gib=tokens_per_gpu * 3 * BF16_BYTES * active_ffn_width(shape) / GIB,  # gate, up, SiLU(gate) * up
+        output_layer_gib=embedding_params(shape) * BF16_BYTES / GIB,  # [vocab, hidden], tied or not
+        hidden_gib=tokens_per_gpu * shape.hidden_size * BF16_BYTES / GIB,
         logits_gib=tokens_per_gpu * LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB * vocab / GIB,
-        entropy_gib=entropy_tokens * entropy_bytes * vocab / GIB,
+        entropy_gib=0 if torch_compile else entropy_tokens * entropy_bytes * vocab / GIB,
     )

@@ -198,6 +198,7 @@ def fsdp_log_prob_terms(
     else:
         tokens = _require(cfg, f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu") * seq_tokens // ulysses
     chunking = _get(cfg, f"{FSDP}.entropy_from_logits_with_chunking", False)
+    compiled = _get(cfg, f"{FSDP}.use_torch_compile", True)
     fused = _get(cfg, f"{MODEL}.use_fused_kernels", False)
     lp = fsdp_log_prob_pass(
         shape,
@@ -207,21 +208,23 @@ def fsdp_log_prob_terms(
         entropy_chunk_size=_get(cfg, f"{FSDP}.entropy_from_logits_chunk_size", 2048) if chunking else None,
         optimizer_offload=_get(cfg, f"{FSDP}.optimizer_offload", False),
         offload_policy=offload_policy,
+        torch_compile=compiled,
     )
     budget = f"lower {ROLLOUT}.log_prob_max_token_len_per_gpu"
-    terms = [
-        Term("fp32 parameters + AdamW states", lp.state_gib,
-             f"set {FSDP}.optimizer_offload=True (the pass needs the parameters, not the optimizer)"),
-        Term("gathered bf16 layers, embedding, lm_head", lp.gathered_params_gib, "use Megatron TP for this model"),
-    ]
-    if lp.layer_peak_gib > lp.logits_gib + lp.entropy_gib:
-        return tokens, [*terms, Term("one layer's MLP intermediates", lp.layer_peak_gib, budget)]
+    tp = "use Megatron TP for this model"
+    terms = [Term("fp32 parameters + AdamW states", lp.state_gib,
+                  f"set {FSDP}.optimizer_offload=True (the pass needs the parameters, not the optimizer)")]
+    if lp.layer_moment_gib >= lp.logits_moment_gib:
+        return tokens, [*terms, Term("gathered bf16 layers, embedding, lm_head", lp.gathered_params_gib, tp),
+                        Term("one layer's MLP intermediates", lp.layer_peak_gib, budget)]
     logits_advice = f"{budget}, or set {MODEL}.use_fused_kernels=True where verl_recipes/check/model.py allows it"
-    entropy_advice = (budget if chunking else
-                      f"set {ACTOR}.entropy_from_logits_with_chunking=True (fp32 chunks instead of the whole "
-                      f"softmax), or {budget}")
-    return tokens, [*terms, Term("bf16 logits", lp.logits_gib, logits_advice),
-                    Term(f"entropy's fp32 softmax{' (chunked)' if chunking else ''}", lp.entropy_gib, entropy_advice)]
+    terms += [Term("gathered bf16 lm_head", lp.output_layer_gib, tp), Term("final hidden states", lp.hidden_gib, budget),
+              Term("bf16 logits", lp.logits_gib, logits_advice)]
+    if lp.entropy_gib:
+        terms.append(Term(f"eager entropy's softmax{' (chunked)' if chunking else ''}", lp.entropy_gib,
+                          f"set {FSDP}.use_torch_compile=True (compiled, the entropy adds nothing measurable), "
+                          f"or {budget}"))
+    return tokens, terms
 
 
 # ---- plan ----
