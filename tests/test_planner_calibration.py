@@ -12,7 +12,7 @@ from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_log_pro
 RESULTS = Path(__file__).resolve().parent.parent / "results/planner"
 MEASURED = json.loads((RESULTS / "fsdp-calibration.qwen2.5-1.5b-h200.json").read_text())
 LOG_PROB_RUNS = json.loads((RESULTS / "log-prob-calibration.h200.json").read_text())["runs"]
-LOG_PROB_ROWS = [(run["hf_config"], row) for run in LOG_PROB_RUNS for row in run["rows"]]
+LOG_PROB_ROWS = [(run["hf_config"], {**row, "eager": run["eager"]}) for run in LOG_PROB_RUNS for row in run["rows"]]
 
 
 @pytest.mark.parametrize("arm", MEASURED["arms"], ids=lambda a: f"fused={a['use_fused_kernels']}-{a['tokens']}")
@@ -29,8 +29,11 @@ def test_fsdp_estimate_tracks_the_measured_peak(arm):
 def test_old_log_prob_pass_tracks_the_measured_peak(hf_config, row):
     """Above the state: the larger of the layers' and the logits' moments (verl's compiled entropy counts nothing)."""
     chunk = 2048 if row["chunking"] else None
-    lp = fsdp_log_prob_pass(model_shape(hf_config), 1, row["tokens"], entropy_chunk_size=chunk)
+    lp = fsdp_log_prob_pass(model_shape(hf_config), 1, row["tokens"], entropy_chunk_size=chunk,
+                            torch_compile=not row["eager"])
     estimate = max(lp.layer_moment_gib, lp.logits_moment_gib)
     error = (estimate - row["above_before_gib"]) / row["above_before_gib"]
-    # the logits' moment within 2%; where the layers' moment wins (7B, 8k tokens) it may only over-estimate
-    assert -0.02 < error < (0.02 if lp.logits_moment_gib >= lp.layer_moment_gib else 0.12), f"{error:+.1%}"
+    # the logits' moment within 3%; it may only over-estimate where the layers' moment wins (7B, 8k tokens: +11%)
+    # and where the eager chunked entropy is counted from verl's code (12 B per token per vocab entry, measured ~10.3)
+    exact = lp.logits_moment_gib >= lp.layer_moment_gib and not (row["eager"] and row["chunking"])
+    assert -0.03 < error < (0.03 if exact else 0.12), f"{error:+.1%}"

@@ -10,6 +10,7 @@ above the state: the larger of a layer's moment (gathered layers + one layer's M
 (the lm_head gathered + the final hidden states + the bf16 logits + an eager entropy's buffers).
 
     python tests/gpu/calibrate_log_prob.py                   # one H100/H200, qwen2.5-1.5b shape, about 2 minutes
+    python tests/gpu/calibrate_log_prob.py --eager           # fsdp_config.use_torch_compile=False: the entropy eager
     python tests/gpu/calibrate_log_prob.py --cpu-dry-run     # same code path on CPU (gloo), tiny model, no memory
 
 Writes $OUT/calibrate_log_prob.json when $OUT is set; prints the comparison table last.
@@ -34,8 +35,9 @@ GIB = 2**30
 CHUNK = 2048  # verl's entropy_from_logits_chunk_size default
 
 
-def overrides(max_tokens: int, chunking: bool) -> list[str]:
+def overrides(max_tokens: int, chunking: bool, eager: bool) -> list[str]:
     return [
+        f"actor_rollout_ref.actor.fsdp_config.use_torch_compile={not eager}",
         "+actor_rollout_ref.model.override_config.attn_implementation=" + varlen_attention.NAME,
         "actor_rollout_ref.actor.strategy=fsdp2",
         "actor_rollout_ref.model.use_remove_padding=True",
@@ -60,9 +62,10 @@ def log_prob_batch(tokens: int, seq_len: int, vocab_size: int):
     return data
 
 
-def planned_gib(shape, tokens: int, chunking: bool) -> dict:
-    """The planner's pass above the state (verl's default use_torch_compile, as measured)."""
-    lp = fsdp_memory.fsdp_log_prob_pass(shape, 1, tokens, entropy_chunk_size=CHUNK if chunking else None)
+def planned_gib(shape, tokens: int, chunking: bool, eager: bool) -> dict:
+    """The planner's pass above the state."""
+    lp = fsdp_memory.fsdp_log_prob_pass(shape, 1, tokens, entropy_chunk_size=CHUNK if chunking else None,
+                                        torch_compile=not eager)
     return {"layer_moment": lp.layer_moment_gib, "output_layer": lp.output_layer_gib, "hidden": lp.hidden_gib,
             "logits": lp.logits_gib, "entropy": lp.entropy_gib,
             "above_state": max(lp.layer_moment_gib, lp.logits_moment_gib)}
@@ -95,6 +98,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", choices=list(bench_shapes.SHAPES), default="qwen2.5-1.5b")
     parser.add_argument("--tokens", default="8192,16384,32768,49152", help="micro-batch sizes in tokens, ascending")
     parser.add_argument("--seq-len", type=int, default=4096)
+    parser.add_argument("--eager", action="store_true", help="fsdp_config.use_torch_compile=False (verl's default: True)")
     args = parser.parse_args(argv)
     on_gpu = not args.cpu_dry_run
     if args.cpu_dry_run:
@@ -104,18 +108,19 @@ def main(argv=None) -> int:
     shape = model_shape(bench_shapes.config(args.shape).to_dict())
     vocab_size = bench_shapes.SHAPES[args.shape]["vocab_size"]
     payload = report.environment(args.cpu_dry_run)
-    payload.update(shape=args.shape, hf_config=bench_shapes.config(args.shape).to_dict(), seq_len=args.seq_len, chunk=CHUNK, logprobs="verl_recipes.runtime.logprobs",
+    payload.update(eager=args.eager, shape=args.shape, hf_config=bench_shapes.config(args.shape).to_dict(), seq_len=args.seq_len, chunk=CHUNK, logprobs="verl_recipes.runtime.logprobs",
                    attention=varlen_attention.NAME, rows=[])
     logprobs.use(True)
     with tempfile.TemporaryDirectory() as model_path:
         bench_shapes.write(args.shape, model_path, weights=True)
         for chunking in (False, True):
-            worker = verl_actor.build_worker(verl_actor.compose(model_path, overrides(max(token_list), chunking)))
+            config = verl_actor.compose(model_path, overrides(max(token_list), chunking, args.eager))
+            worker = verl_actor.build_worker(config)
             measure(worker, log_prob_batch(args.seq_len, args.seq_len, vocab_size), on_gpu)  # warm-up
             for tokens in token_list:
                 row = {"chunking": chunking, "tokens": tokens, **measure(worker, log_prob_batch(tokens, args.seq_len,
                                                                                               vocab_size), on_gpu)}
-                row["planned"] = planned_gib(shape, tokens, chunking)
+                row["planned"] = planned_gib(shape, tokens, chunking, args.eager)
                 if "above_before_gib" in row:
                     row["error_pct"] = 100 * (row["planned"]["above_state"] / row["above_before_gib"] - 1)
                 payload["rows"].append(row)

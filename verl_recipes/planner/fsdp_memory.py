@@ -47,10 +47,11 @@ FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 0
 # bf16 logits. Measured on an H200 within 2.5% at 8k-49k tokens for the Qwen2.5-1.5B and 7B shapes
 # (tests/gpu/calibrate_log_prob.py, results/planner/log-prob-calibration.h200.md). verl torch.compiles the entropy
 # (fsdp_config.use_torch_compile, on by default), and compiled it added nothing measurable, chunked or not.
-# Eager, entropy_from_logits holds a [tokens, vocab] softmax and its product with the logits (bf16), and
-# entropy_from_logits_with_chunking an fp32 chunk, its softmax and their product: read from verl's code, not measured.
+# Eager (use_torch_compile=False), entropy_from_logits added 11.6-11.9 B per token per vocab entry beside the logits
+# (fp32 and bf16 temporaries of softmax, logsumexp and their product), and entropy_from_logits_with_chunking
+# 10.2-10.4 B per token of one chunk (its fp32 copy, softmax and product; 12 counted, from verl's code).
 LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 2
-EAGER_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 4
+EAGER_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 12
 EAGER_CHUNKED_ENTROPY_BYTES_PER_TOKEN_PER_VOCAB = 12
 # FSDP units whose bf16 parameters are gathered at the same time (the running one + one prefetched).
 FSDP_GATHERED_UNITS = 2
