@@ -38,6 +38,14 @@ class DecodeCost:
             attention_flops_per_context_token=4 * q_size * layers,
         )
 
+    def step_seconds(self, running: int, prefill_tokens: float, total_context: float, bandwidth: float,
+                     peak_flops: float) -> float:
+        """Least time of one step: `running` sequences decode one token each over `total_context` tokens of KV
+        cache, and `prefill_tokens` prompt tokens are admitted."""
+        step_bytes = self.weight_bytes + self.kv_bytes_per_token * total_context
+        step_flops = self.flops_per_token * (running + prefill_tokens) + self.attention_flops_per_context_token * total_context
+        return max(step_bytes / bandwidth, step_flops / peak_flops)
+
 
 def floor_seconds(prompts, responses, concurrency: int, cost: DecodeCost, bandwidth: float, peak_flops: float) -> float:
     """Least time to generate responses[i] tokens after prompts[i], at most `concurrency` requests in flight.
@@ -55,13 +63,7 @@ def floor_seconds(prompts, responses, concurrency: int, cost: DecodeCost, bandwi
         admitted = new.stop
         context = np.concatenate([context, prompts[new]])
         remaining = np.concatenate([remaining, responses[new]])
-        total_context = float(context.sum())
-        step_bytes = cost.weight_bytes + cost.kv_bytes_per_token * total_context
-        step_flops = (
-            cost.flops_per_token * (context.size + prompts[new].sum())
-            + cost.attention_flops_per_context_token * total_context
-        )
-        seconds += max(step_bytes / bandwidth, step_flops / peak_flops)
+        seconds += cost.step_seconds(context.size, prompts[new].sum(), float(context.sum()), bandwidth, peak_flops)
         context, remaining = context + 1, remaining - 1
         running = remaining > 0
         context, remaining = context[running], remaining[running]

@@ -81,9 +81,9 @@ def vllm_profiler_config(trace_dir: str) -> dict:
     from verl.utils.profiler.config import build_vllm_profiler_args
 
     rollout = verl_actor.compose(trace_dir, [f"global_profiler.save_path={trace_dir}"], (PROFILE_FRAGMENT,)).rollout
-    profiler = omega_conf_to_dataclass(rollout.profiler)
-    tool = omega_conf_to_dataclass(rollout.profiler.tool_config[profiler.tool])
-    config = json.loads(build_vllm_profiler_args(profiler, tool, rank=0, legacy_env=False)["profiler_config"])
+    profiler = omega_conf_to_dataclass(rollout.profiler)  # its tool_config entries are dataclasses already
+    config = json.loads(build_vllm_profiler_args(profiler, profiler.tool_config[profiler.tool], rank=0,
+                                                 legacy_env=False)["profiler_config"])
     return {**config, "torch_profiler_dump_cuda_time_total": False}
 
 
@@ -286,8 +286,7 @@ def profiled_decode_step(profile: dict, args, cost, bandwidth: float, peak: floa
     count = args.profile_concurrency
     level, _ = level_requests(count, args)
     context = float(level.prompts[:count].sum()) + count * iterations / 2
-    floor = max((cost.weight_bytes + cost.kv_bytes_per_token * context) / bandwidth,
-                (cost.flops_per_token * count + cost.attention_flops_per_context_token * context) / peak)
+    floor = cost.step_seconds(count, 0, context, bandwidth, peak)
     kernel_s, span_s = decode["gpu_s"] / iterations, decode["gpu_span_s"] / iterations
     return {"iterations": iterations, "floor_s": floor, "kernel_s": kernel_s, "span_s": span_s,
             "kernels_of_floor": floor / kernel_s, "span_of_floor": floor / span_s}

@@ -4,8 +4,9 @@ verl_recipes/check/layout.py, which a plan never estimates past).
 Phases checked per GPU (colocated hybrid engine, the 0.9.1 default):
 * actor update: the engine's peak + CUDA context/NCCL + a Megatron reference model kept on the GPU
   + what the sleeping vLLM engine keeps (its whole share when free_cache_engine=False);
-* old log-probs (FSDP): the actor's no-grad pass with the entropy, whose [tokens x vocab] logits and fp32
-  softmax at log_prob_max_token_len_per_gpu can outgrow the update when fused kernels are off;
+* old log-probs (FSDP): the actor's no-grad pass with the entropy, whose [tokens x vocab] logits (and, with
+  use_torch_compile off, the entropy's temporaries) at log_prob_max_token_len_per_gpu can outgrow the update when
+  fused kernels are off;
 * rollout: the actor state kept on the GPU during generation + the vLLM share + CUDA context,
   and a KV cache holding at least one max_prompt_length + max_response_length sequence.
 """
