@@ -18,7 +18,7 @@ SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 .PHONY: help setup test test-fast lint check pin list runs cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
 	$(addsuffix -upstream,$(RECIPES)) \
-	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
+	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -learn,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
 
 help:
 	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
@@ -39,6 +39,8 @@ help:
 	@echo "make <recipe>-plan              per-GPU memory and layout verdict for its declared topology"
 	@echo "make <recipe>-upstream          keys that differ from the published run it reproduces, with reasons"
 	@echo "make <recipe>-smoke             a few real steps on this 8-GPU node, then metric gates [TINY=dir: 1 GPU]"
+	@echo "make <recipe>-learn TINY=dir    1 GPU: a warmed-up tiny model learns its task; gates on score, validation,"
+	@echo "                                 train/rollout agreement (dir from python -m verl_recipes.learn.build)"
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
 	@echo "make bench                      GPU: actor-update and rollout benchmarks vs verl defaults (bench/README.md)"
 	@echo "make bench-dry                  CPU: the same benchmarks on a tiny model"
@@ -103,6 +105,9 @@ $(addsuffix -upstream,$(RECIPES)): %-upstream:
 SMOKE_FLAGS = $(if $(TINY),--tiny "$(TINY)") $(if $(DRY),--dry-run)
 $(addsuffix -smoke,$(RECIPES)): %-smoke:
 	$(RECIPE) smoke $* $(SELECT) $(SMOKE_FLAGS)
+
+$(addsuffix -learn,$(RECIPES)): %-learn:
+	$(RECIPE) learn $* $(SELECT) --tiny "$(TINY)"
 
 smoke:
 	$(RECIPE) smoke all --args "$(ARGS)" $(SMOKE_FLAGS)

@@ -44,14 +44,14 @@ def _sample(folder: Path, ids: list[int], seed: int) -> list[int]:
 def test_taught_model_writes_the_cards_call_that_verl_parses(taught_retool):
     folder = taught_retool / "model"
     rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/aime2024.parquet").to_dict("records")[:8]
-    examples = teach.Examples(folder, rows, tool_schemas(REPO / "verl_recipes/runtime/tools/code_interpreter.yaml"),
-                              RETOOL.card_value("tiny_tool_call"))
+    examples = teach.Examples(folder, tool_schemas(REPO / "verl_recipes/runtime/tools/code_interpreter.yaml"))
+    call = RETOOL.card_value("tiny_tool_call")
     parser = ToolParser.get_tool_parser("hermes", examples.tok)
     calls, answers = 0, 0
     for i, row in enumerate(rows):
-        _, found = asyncio.run(parser.extract_tool_calls(_sample(folder, examples.prompt(row, False)[0], i)))
+        _, found = asyncio.run(parser.extract_tool_calls(_sample(folder, examples.prompt(row)[0], i)))
         calls += [(c.name, json.loads(c.arguments)) for c in found] == [("code_interpreter", {"code": "print(6 * 7)"})]
-        text, found = asyncio.run(parser.extract_tool_calls(_sample(folder, examples.prompt(row, True)[0], i)))
+        text, found = asyncio.run(parser.extract_tool_calls(_sample(folder, examples.prompt(row, call)[0], i)))
         answers += not found and "\\boxed{" in text
     assert calls >= 6 and answers >= 6, (calls, answers)  # of 8 each; untaught, a random model writes neither
 
@@ -63,9 +63,8 @@ def test_agent_prompts_with_their_tool_schemas_fit_the_tiny_budget(taught_retool
     for recipe, folder, rows, tool in [(RETOOL, taught_retool / "model", retool_rows, "code_interpreter"),
                                        (DEEPEYES, vl_folder, deepeyes_rows, "image_zoom")]:
         cfg = compose(recipe, overlay_args(recipe, True, str(folder)))
-        examples = teach.Examples(folder, rows, tool_schemas(REPO / f"verl_recipes/runtime/tools/{tool}.yaml"),
-                                  recipe.card_value("tiny_tool_call"))
-        lengths = [len(examples.prompt(row, False)[0]) for row in rows]
+        examples = teach.Examples(folder, tool_schemas(REPO / f"verl_recipes/runtime/tools/{tool}.yaml"))
+        lengths = [len(examples.prompt(row)[0]) for row in rows]
         assert max(lengths) <= cfg.data.max_prompt_length, (recipe.label, lengths)
 
 

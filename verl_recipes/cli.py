@@ -128,6 +128,16 @@ def cmd_smoke(ns) -> int:
     return max(run.run(r, ns.args, tiny) for r in recipes)
 
 
+def cmd_learn(ns) -> int:
+    from pathlib import Path
+
+    from verl_recipes.learn import run
+
+    if not ns.tiny:
+        raise RecipeError("learn runs on a folder from `python -m verl_recipes.learn.build`: pass --tiny (make: TINY=dir)")
+    return run.run(_recipe(ns), ns.args, Path(ns.tiny))
+
+
 def cmd_pin(ns) -> int:
     from verl_recipes import pins
 
@@ -190,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                               ("check", cmd_check, "prove a recipe (or 'all') against the installed verl"),
                               ("plan", cmd_plan, "memory and layout plan for the declared topology"),
                               ("run", cmd_run, "launch on this GPU node"),
-                              ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates")):
+                              ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates"),
+                              ("learn", cmd_learn, "train a warmed-up tiny model on its task; gates prove it learns")):
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
         if command == "run":
@@ -202,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "smoke":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.smoke.tiny` (one-GPU path)")
             p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
+        if command == "learn":
+            p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.learn.build`")
         p.add_argument("--version", default="", help="vN (default: latest)")
         p.add_argument("--variant", default="", help="a variant file of the version, e.g. megatron")
         p.add_argument("--args", default="", help="Hydra overrides, e.g. \"trainer.total_epochs=1\"")

@@ -41,22 +41,23 @@ def _messages(row: dict) -> list[dict]:
 class Examples:
     """Prompt tokens (with images expanded as the processor does) plus a target: the call, or an answer after it."""
 
-    def __init__(self, folder: Path, rows: list[dict], schemas: list[dict], call: dict):
+    def __init__(self, folder: Path, schemas: list[dict]):
         from transformers import AutoTokenizer
 
         self.tok = AutoTokenizer.from_pretrained(folder)
-        self.rows, self.schemas, self.call = rows, schemas, call
+        self.schemas = schemas
         self.vision = None
         if (folder / "preprocessor_config.json").is_file():
             from transformers import Qwen2VLImageProcessor  # Qwen2.5-VL's and Qwen3-VL's; PIL-based without torchvision
 
             self.vision = Qwen2VLImageProcessor.from_pretrained(folder)
 
-    def prompt(self, row: dict, after_call: bool) -> tuple[list[int], dict]:
+    def prompt(self, row: dict, call: dict | None = None, reply: str = REPLY) -> tuple[list[int], dict]:
+        """The rendered prompt; with `call`, after that call and the tool's `reply`."""
         messages = _messages(row)
-        if after_call:
-            messages += [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": self.call}]},
-                         {"role": "tool", "content": REPLY}]
+        if call is not None:
+            messages += [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]},
+                         {"role": "tool", "content": reply}]
         text = self.tok.apply_chat_template(messages, tools=self.schemas, add_generation_prompt=True, tokenize=False)
         extra = {}
         if self.vision is not None and row.get("images") is not None and len(row["images"]):
@@ -70,50 +71,62 @@ class Examples:
             text = text.replace("<|placeholder|>", "<|image_pad|>")
         return self.tok(text, add_special_tokens=False)["input_ids"], extra
 
-    def target(self, after_call: bool, rng: random.Random) -> list[int]:
-        answer = f"The answer is \\boxed{{{rng.randint(2, 999)}}}." if after_call else call_text(self.call)
-        return self.tok(answer, add_special_tokens=False)["input_ids"] + [self.tok.convert_tokens_to_ids("<|im_end|>")]
+    def target(self, text: str) -> list[int]:
+        """`text` as the assistant's turn: its tokens and <|im_end|>."""
+        return self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.convert_tokens_to_ids("<|im_end|>")]
 
 
 def teach(folder: Path, rows: list[dict], schemas: list[dict], call: dict, steps: int = STEPS, seed: int = 0) -> dict:
-    """Fine-tune the model in `folder` in place (bf16 on disk, fp32 while training); returns the loss curve ends."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
-
+    """Fine-tune the model in `folder` in place to make `call`, then answer a random boxed number after its reply."""
     names = {tool["function"]["name"] for tool in schemas}
     if call.get("name") not in names:
         raise ValueError(f"tiny_tool_call names tool {call.get('name')!r}; the recipe's tools are {sorted(names)}")
+    examples = Examples(folder, schemas)
+    prompts = [examples.prompt(row, call if after else None) + (after,) for row in rows for after in (False, True)]
+
+    def sample(rng: random.Random) -> list[tuple[list[int], dict, list[int]]]:
+        return [(ids, extra, examples.target(f"The answer is \\boxed{{{rng.randint(2, 999)}}}." if after else call_text(call)))
+                for ids, extra, after in rng.sample(prompts, min(BATCH, len(prompts)))]
+
+    return fit(folder, examples, sample, steps, seed)
+
+
+def fit(folder: Path, examples: Examples, sample, steps: int, seed: int) -> dict:
+    """Fine-tune the model in `folder` in place on `sample(rng)` batches of (prompt ids, image inputs, target ids),
+    loss on the targets only (bf16 on disk, fp32 while training, on the GPU when there is one); returns the loss
+    curve's ends."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    examples = Examples(folder, rows, schemas, call)
     vision = examples.vision is not None
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     loader = AutoModelForImageTextToText if vision else AutoModelForCausalLM
-    model = loader.from_pretrained(folder, dtype=torch.float32)
+    model = loader.from_pretrained(folder, dtype=torch.float32).to(device)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / WARMUP))
-    prompts = [(after_call, *examples.prompt(row, after_call)) for row in rows for after_call in (False, True)]
     pad = examples.tok.pad_token_id
     losses = []
     for _ in range(steps):
-        batch = rng.sample(prompts, min(BATCH, len(prompts)))
-        sequences = [(ids, examples.target(after_call, rng)) for after_call, ids, _ in batch]
-        width = max(len(ids) + len(target) for ids, target in sequences)
+        batch = sample(rng)
+        width = max(len(ids) + len(target) for ids, _, target in batch)
         input_ids = torch.full((len(batch), width), pad)
         labels = torch.full((len(batch), width), -100)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, (ids, target) in enumerate(sequences):  # right-padded, loss on the target only
+        for i, (ids, _, target) in enumerate(batch):  # right-padded, loss on the target only
             input_ids[i, :len(ids) + len(target)] = torch.tensor(ids + target)
             labels[i, len(ids):len(ids) + len(target)] = torch.tensor(target)
             mask[i, :len(ids) + len(target)] = 1
-        extra = {key: torch.cat([b[2][key] for b in batch]) for key in batch[0][2]}  # images, in row order
+        extra = {key: torch.cat([b[1][key] for b in batch]).to(device) for key in batch[0][1]}  # images, in row order
         if vision:  # marks the image tokens; without it transformers gives them 1-D positions, not M-RoPE's 3-D ones
-            extra["mm_token_type_ids"] = (input_ids == model.config.image_token_id).long()
-        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels, **extra).loss
+            extra["mm_token_type_ids"] = (input_ids == model.config.image_token_id).long().to(device)
+        loss = model(input_ids=input_ids.to(device), attention_mask=mask.to(device), labels=labels.to(device), **extra).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         warmup.step()
         losses.append(loss.item())
-    model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    model.to("cpu", torch.bfloat16).save_pretrained(folder, safe_serialization=True)
     return {"steps": steps, "first_loss": round(losses[0], 3), "last_loss": round(losses[-1], 3)}

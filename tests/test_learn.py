@@ -1,0 +1,154 @@
+"""Learning runs (verl_recipes/learn): task generators, the warm-up's baseline under each recipe's real reward,
+the learn overlay proven against verl, and gates that pass a rising curve and fail a flat one and a control's."""
+
+import random
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from verl_recipes import catalog
+from verl_recipes.data.gsm8k_math import GSM8K_BOXED
+from verl_recipes.learn import gates
+from verl_recipes.learn.build import baseline, reward_function, task_of
+from verl_recipes.learn.tasks import COLOURS, K, TASKS, snippet
+
+LEARNING = [r for r in catalog.all_recipes() if r.card_value("learn_task")]
+
+
+def test_digits_rows_ask_for_the_third_digit_in_the_math_datasets_layout():
+    rows = TASKS["digits"].rows("train", 50, seed=0)
+    for row in rows:
+        digits = row["prompt"][0]["content"].split(".")[0].removeprefix("Digits: ").split()
+        assert len(digits) == K and row["reward_model"]["ground_truth"] == digits[2]
+        assert row["data_source"] == GSM8K_BOXED and "\\boxed{}" in row["prompt"][0]["content"]
+    assert len({r["reward_model"]["ground_truth"] for r in rows}) == K
+
+
+def test_colour_rows_say_the_answer_only_through_the_image():
+    rows = TASKS["colour"].rows("test", 40, seed=0)
+    assert len({r["prompt"][0]["content"] for r in rows}) == 1  # one prompt text for every row
+    for row in rows:
+        pixel = Image.open(__import__("io").BytesIO(row["images"][0]["bytes"])).convert("RGB").getpixel((10, 10))
+        assert pixel == list(COLOURS.values())[int(row["reward_model"]["ground_truth"]) - 1]
+
+
+def test_seeded_answers_are_what_the_snippet_prints_when_run():
+    rows = TASKS["seeded"].rows("test", 5, seed=0)
+    for row in rows:
+        code = snippet(row["extra_info"]["seed"])
+        assert code in row["prompt"][0]["content"] and row["agent_name"] == "tool_agent"
+        printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert printed.strip() == row["reward_model"]["ground_truth"]
+
+
+def test_fixed_validation_and_shuffled_control_labels():
+    task = TASKS["digits"]
+    assert task.rows("test", 20, seed=0) == task.rows("test", 20, seed=0)
+    assert task.rows("test", 20, seed=0, shuffled=True) == task.rows("test", 20, seed=0)  # validation stays true
+    true, shuffled = task.rows("train", 400, seed=0), task.rows("train", 400, seed=0, shuffled=True)
+    same = sum(a["reward_model"] == b["reward_model"] for a, b in zip(true, shuffled)) / len(true)
+    assert 0.15 < same < 0.4  # about 1/K agree by chance
+
+
+@pytest.mark.parametrize("name,expected", [("qwen25-7b-grpo", 1 / K), ("qwen25-vl-7b-geo3k-dapo", 0.9 / K + 0.1)])
+def test_baseline_is_the_recipes_reward_of_a_uniform_guess(name, expected):
+    recipe = catalog.parse(name)
+    score, _ = reward_function(recipe)
+    assert baseline(task_of(recipe), score, task_of(recipe).rows("test", 16, seed=0)) == pytest.approx(expected)
+
+
+def test_tool_baseline_mixes_the_called_and_the_guessed_answers():
+    recipe = catalog.parse("retool-qwen25-7b")
+    score, name = reward_function(recipe)
+    assert name.endswith("rewards.retool:compute_score")
+    task = task_of(recipe)
+    # the tool's answer is right (+1); a guess is right 1/K of the time (+1), else -1 without a tool round
+    guess = 1 / K - (1 - 1 / K)
+    assert baseline(task, score, task.rows("test", 16, seed=0)) == pytest.approx(
+        task.tool_fraction + (1 - task.tool_fraction) * guess)
+
+
+def test_every_recipe_family_has_a_learning_task():
+    assert {task_of(r).name for r in LEARNING} == set(TASKS)
+
+
+def _metrics(score: list[float], val: list[float], turns: list[float] | None = None, **overrides) -> dict:
+    steps = {0: {"val-core/openai/gsm8k/acc/mean@1": val[0]}}
+    for i, s in enumerate(score, 1):
+        steps[i] = {gates.SCORE: s, "training/rollout_probs_diff_mean": 1e-4,
+                    "training/rollout_actor_probs_pearson_corr": 0.9999, "rollout_corr/k3_kl": 1e-3, **overrides}
+        if turns:
+            steps[i][gates.TURNS] = turns[i - 1]
+    steps[len(score)]["val-core/openai/gsm8k/acc/mean@1"] = val[-1]
+    return steps
+
+
+RISING = [0.25 + 0.5 * i / 39 for i in range(40)]
+FLAT = [0.25 + 0.02 * (-1) ** i for i in range(40)]
+
+
+def test_a_rising_curve_passes_every_gate():
+    result = gates.evaluate(_metrics(RISING, [0.25, 0.7]), baseline=0.25, tool=False)
+    assert gates.learned(result), result["gates"]
+
+
+def test_a_flat_curve_fails_the_score_and_validation_gates():
+    result = gates.evaluate(_metrics(FLAT, [0.25, 0.27]), baseline=0.25, tool=False)
+    failed = {name for name, g in result["gates"].items() if not g["passed"]}
+    assert failed == {"score over baseline", "score over start", "validation gain"}
+    assert gates.score_gate_failed(result)
+
+
+def test_a_shuffled_label_control_fails_the_score_gate():
+    # what a control run looks like: the score hovers at 1/K, validation stays put
+    rng = random.Random(0)
+    control = [0.25 + rng.uniform(-0.05, 0.05) for _ in range(40)]
+    assert gates.score_gate_failed(gates.evaluate(_metrics(control, [0.25, 0.23]), baseline=0.25, tool=False))
+
+
+def test_a_rise_that_starts_high_is_not_enough():
+    # starts already above the baseline (e.g. the warm-up leaked answers): the gain over the start is too small
+    late = [0.6 + 0.1 * i / 39 for i in range(40)]
+    result = gates.evaluate(_metrics(late, [0.3, 0.7]), baseline=0.25, tool=False)
+    assert result["gates"]["score over baseline"]["passed"] and not result["gates"]["score over start"]["passed"]
+
+
+@pytest.mark.parametrize("metric,value", [("training/rollout_probs_diff_mean", 0.2),
+                                          ("training/rollout_actor_probs_pearson_corr", 0.5),
+                                          ("rollout_corr/k3_kl", 0.3)])
+def test_train_rollout_disagreement_fails_its_gate(metric, value):
+    steps = _metrics(RISING, [0.25, 0.7])
+    steps[7][metric] = value  # one step out of bounds: a weight push that did not reach the rollout
+    result = gates.evaluate(steps, baseline=0.25, tool=False)
+    assert not result["gates"][f"agreement {metric}"]["passed"] and "steps [7]" in result["gates"][f"agreement {metric}"]["detail"]
+
+
+def test_a_missing_agreement_metric_fails():
+    steps = _metrics(RISING, [0.25, 0.7])
+    del steps[3]["rollout_corr/k3_kl"]
+    assert not gates.evaluate(steps, baseline=0.25, tool=False)["gates"]["agreement rollout_corr/k3_kl"]["passed"]
+
+
+def test_tool_gate_needs_more_turns():
+    flat_turns = gates.evaluate(_metrics(RISING, [0.25, 0.7], turns=[2.5] * 40), baseline=0.25, tool=True)
+    rising = gates.evaluate(_metrics(RISING, [0.25, 0.7], turns=[2.5 + 1.5 * i / 39 for i in range(40)]),
+                            baseline=0.25, tool=True)
+    assert not flat_turns["gates"]["tool use rises"]["passed"] and rising["gates"]["tool use rises"]["passed"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", LEARNING, ids=lambda r: r.label)
+def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, tmp_path):
+    from verl_recipes.check.recipe import check
+    from verl_recipes.compose import compose
+    from verl_recipes.learn.run import learn_args, own_reward
+    from verl_recipes.smoke.tiny import MODELS
+
+    MODELS[recipe.card_value("tiny_family")](tmp_path / "model")
+    args = learn_args(recipe, tmp_path)
+    assert check(recipe, args) == []
+    cfg = compose(recipe, args)
+    assert cfg.reward.custom_reward_function.path == own_reward(recipe).path != "pkg://verl_recipes.runtime.rewards.smoke"
+    assert cfg.actor_rollout_ref.rollout.val_kwargs.do_sample is False and cfg.trainer.val_before_train

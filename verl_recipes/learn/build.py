@@ -1,0 +1,131 @@
+"""Build a learning run's folder: a tiny random-init model of the recipe's family, its task's data, the warm-up.
+
+    python -m verl_recipes.learn.build OUT --recipe qwen25-7b-grpo [--control shuffled]
+writes OUT/model (warmed up), OUT/data/<dataset>/... in the layout `verl_recipes.data.prepare` produces (train rows
+and fixed validation rows of the card's `learn_task`), and OUT/learn.json: the task, the control, the warm-up's loss
+and the baseline score, the recipe's own reward function averaged over the warm-up's answer distribution. Then
+`make <recipe>-learn TINY=OUT`. Runs on the GPU when there is one (seconds), else on the CPU (minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from verl_recipes.learn.tasks import TASKS, Task, seeded_output, tool_call
+
+TRAIN_ROWS, VAL_ROWS = 1024, 64
+CONTROLS = ("none", "shuffled")
+
+
+def task_of(recipe) -> Task:
+    name = recipe.card_value("learn_task")
+    if name not in TASKS:
+        raise SystemExit(f"{recipe.label}: its card's learn_task is {name!r}; known tasks: {', '.join(TASKS)} "
+                         f"(verl_recipes/learn/tasks.py)")
+    return TASKS[name]
+
+
+def reply(row: dict) -> str:
+    """The code interpreter's reply to the seeded snippet: what it prints."""
+    return seeded_output(row["extra_info"]["seed"])
+
+
+def baseline(task: Task, score, rows: list[dict]) -> float:
+    """The expected score of the warm-up's policy under the recipe's reward `score`: a uniform guess over the K
+    answers, or, for a tool task, the tool's (correct) answer on tool_fraction of the samples."""
+    # a generous time bound where the reward takes one: a busy machine must not turn a right answer into a timeout
+    bound = {"timeout_s": 60} if "timeout_s" in inspect.signature(score).parameters else {}
+
+    def graded(row: dict, answer: str, turns: int) -> float:
+        extra = {**row["extra_info"], "num_turns": turns}
+        result = score(row["data_source"], task.answer_text(answer), row["reward_model"]["ground_truth"], extra, **bound)
+        return float(result["score"] if isinstance(result, dict) else result)
+
+    guess = sum(graded(row, a, 2) for row in rows for a in task.answers) / (len(rows) * len(task.answers))
+    if not task.tool_fraction:
+        return guess
+    called = sum(graded(row, reply(row), 4) for row in rows) / len(rows)
+    return task.tool_fraction * called + (1 - task.tool_fraction) * guess
+
+
+def write_data(task: Task, datasets: list[str], data_dir: Path, control: str, seed: int) -> dict[str, list[dict]]:
+    from verl_recipes.data.prepare import outputs
+
+    written = {}
+    for dataset in datasets:
+        for path in outputs(dataset, data_dir / dataset):
+            train = path.stem == "train"
+            rows = task.rows("train" if train else "test", TRAIN_ROWS if train else VAL_ROWS, seed,
+                             shuffled=control == "shuffled")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pd.DataFrame(rows).to_parquet(path)
+            written[str(path)] = rows
+    return written
+
+
+def tool_schemas_of(recipe, model: Path) -> list[dict]:
+    from verl_recipes.compose import compose
+    from verl_recipes.smoke.run import overlay_args
+    from verl_recipes.smoke.tokenizer import tool_schemas
+
+    cfg = compose(recipe, overlay_args(recipe, True, str(model)))
+    config = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
+    return tool_schemas(Path(str(config))) if config else []
+
+
+def reward_function(recipe):
+    """The recipe's own reward function (the one learn runs grade with), loaded as verl loads it."""
+    from verl.utils.import_utils import load_extern_object
+
+    from verl_recipes.learn.run import own_reward
+
+    reward = own_reward(recipe)
+    return load_extern_object(str(reward.path), str(reward.name)), f"{reward.path}:{reward.name}"
+
+
+def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
+    from verl_recipes.learn.warmup import warm_up
+    from verl_recipes.smoke.tiny import MODELS
+
+    task = task_of(recipe)
+    family = recipe.card_value("tiny_family")
+    if family not in MODELS:
+        raise SystemExit(f"{recipe.label}: tiny_family {family!r} has no tiny builder (known: {', '.join(MODELS)})")
+    model = MODELS[family](out / "model", seed=seed)
+    written = write_data(task, recipe.card_value("data", []), out / "data", control, seed)
+    train = next(rows for path, rows in written.items() if Path(path).stem == "train")
+    val = next(rows for path, rows in written.items() if Path(path).stem != "train")
+    schemas = tool_schemas_of(recipe, model)
+    if task.tool_fraction and tool_call(train[0])["name"] not in {s["function"]["name"] for s in schemas}:
+        raise SystemExit(f"{recipe.label}: task {task.name} calls {tool_call(train[0])['name']}, not among the "
+                         f"recipe's tools {[s['function']['name'] for s in schemas]}")
+    score, reward_name = reward_function(recipe)
+    info = {"recipe": recipe.label, "task": task.name, "control": control, "seed": seed, "family": family,
+            "reward": reward_name, "baseline": round(baseline(task, score, val), 4),
+            "warm_up": warm_up(model, task, train, schemas, reply, seed), "files": sorted(written)}
+    (out / "learn.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    from verl_recipes import catalog
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--recipe", required=True, help="name[/vN][:variant]; its card names the learn_task")
+    parser.add_argument("--control", default="none", choices=CONTROLS,
+                        help="shuffled: random training labels, the negative control that must fail the score gate")
+    parser.add_argument("--seed", type=int, default=0)
+    ns = parser.parse_args(argv)
+    info = build(catalog.parse(ns.recipe), ns.out, ns.control, ns.seed)
+    print(json.dumps({k: info[k] for k in ("recipe", "task", "control", "baseline", "warm_up")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Gates of a learning run, read from verl's metrics (verl_recipes/check/gates.read_metrics).
+
+- score: the mean training score of the last 5 steps is >= the warm-up's baseline + 0.3, and >= the mean of the
+  first 3 steps + 0.25;
+- validation: greedy validation on the fixed prompts gains >= 0.25 from before training to the last validation;
+- agreement: at every step, verl's train/rollout metrics stay within AGREEMENT (calibrated on the committed runs,
+  results/learn/README.md): a weight push that does not reach the rollout, or a mismatched rollout, breaks them;
+- tool (tool tasks): `num_turns/mean` rises by >= TOOL_RISE (each tool round adds 2 turns).
+A negative control (labels shuffled) must fail the score gate.
+"""
+
+from __future__ import annotations
+
+import math
+
+SCORE = "critic/score/mean"
+TURNS = "num_turns/mean"
+LAST, FIRST = 5, 3
+OVER_BASELINE, OVER_START, VAL_GAIN = 0.3, 0.25, 0.25
+TOOL_RISE = 0.3
+# (metric, bound, "max" or "min"): every step must hold it
+AGREEMENT = (
+    ("training/rollout_probs_diff_mean", 0.01, "max"),
+    ("training/rollout_actor_probs_pearson_corr", 0.99, "min"),
+    ("rollout_corr/k3_kl", 0.01, "max"),
+)
+
+
+def validation_key(steps: dict[int, dict]) -> str | None:
+    """verl's greedy validation accuracy, `val-core/<data_source>/acc/mean@1`."""
+    keys = sorted({k for d in steps.values() for k in d if k.startswith("val-core/") and k.endswith("/acc/mean@1")})
+    return keys[0] if keys else None
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def curves(steps: dict[int, dict]) -> dict:
+    """Score per training step and validation accuracy per validated step (0: before training)."""
+    key = validation_key(steps)
+    return {"score": {s: d[SCORE] for s, d in sorted(steps.items()) if SCORE in d},
+            "validation": {s: d[key] for s, d in sorted(steps.items()) if key and key in d},
+            "turns": {s: d[TURNS] for s, d in sorted(steps.items()) if TURNS in d}, "validation_key": key}
+
+
+def evaluate(steps: dict[int, dict], baseline: float, tool: bool) -> dict:
+    """{gate: {"passed": bool, "detail": str}} for every gate, plus the figures behind them."""
+    c = curves(steps)
+    score = list(c["score"].values())
+    last, first = _mean(score[-LAST:]), _mean(score[:FIRST])
+    gates = {}
+    enough = len(score) >= LAST + FIRST
+
+    def gate(name: str, passed: bool, detail: str) -> None:
+        gates[name] = {"passed": bool(passed), "detail": detail}
+
+    gate("score over baseline", enough and last >= baseline + OVER_BASELINE,
+         f"last {LAST} steps {last:.3f} vs baseline {baseline:.3f} + {OVER_BASELINE} ({len(score)} steps)")
+    gate("score over start", enough and last >= first + OVER_START,
+         f"last {LAST} steps {last:.3f} vs first {FIRST} {first:.3f} + {OVER_START}")
+    val = list(c["validation"].values())
+    gain = val[-1] - val[0] if len(val) >= 2 else math.nan
+    gate("validation gain", len(val) >= 2 and gain >= VAL_GAIN,
+         f"{c['validation_key']}: {val[0] if val else 'none'} -> {val[-1] if val else 'none'} (gain {gain:.3f})")
+    trained = [s for s in steps if SCORE in steps[s]]
+    for metric, bound, side in AGREEMENT:
+        values = {s: steps[s].get(metric) for s in trained}
+        bad = {s: v for s, v in values.items() if v is None or not (v <= bound if side == "max" else v >= bound)}
+        worst = [v for v in values.values() if v is not None]
+        worst = (max(worst) if side == "max" else min(worst)) if worst else None
+        gate(f"agreement {metric}", trained and not bad,
+             f"worst {worst} ({side} {bound})" + (f"; out of bounds or missing at steps {sorted(bad)}" if bad else ""))
+    if tool:
+        turns = list(c["turns"].values())
+        rise = _mean(turns[-LAST:]) - _mean(turns[:FIRST])
+        gate("tool use rises", len(turns) >= LAST + FIRST and rise >= TOOL_RISE,
+             f"{TURNS}: first {FIRST} {_mean(turns[:FIRST]):.2f} -> last {LAST} {_mean(turns[-LAST:]):.2f} (rise {rise:.2f})")
+    return {"gates": gates, "last_score": last, "first_score": first, "baseline": baseline,
+            "validation_gain": gain, "curves": c}
+
+
+def learned(result: dict) -> bool:
+    return all(g["passed"] for g in result["gates"].values())
+
+
+def score_gate_failed(result: dict) -> bool:
+    """What a negative control must show: its score did not rise (either score gate fails)."""
+    return not (result["gates"]["score over baseline"]["passed"] and result["gates"]["score over start"]["passed"])

@@ -1,0 +1,93 @@
+"""`make <recipe>-learn TINY=<dir>`: the recipe's composed config + its tiny overlay + configs/learn/tiny, on the
+folder `python -m verl_recipes.learn.build` made (a warmed-up tiny model and its task's data), then the learning
+gates (verl_recipes/learn/gates.py). Writes learn.json and learn.png beside the run's metrics.
+
+A folder built with `--control shuffled` is the negative control: the run passes when its score gate *fails*.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from verl_recipes.catalog import Recipe, RecipeError
+from verl_recipes.check import gates as smoke_gates
+from verl_recipes.compose import split_args
+from verl_recipes.learn import gates
+
+OVERLAY = "+configs/learn=tiny"
+
+
+def own_reward(recipe: Recipe):
+    """The recipe's reward function as the recipe alone composes it (the smoke overlay swaps in the smoke reward)."""
+    from verl_recipes.compose import compose
+
+    return compose(recipe).reward.custom_reward_function
+
+
+def learn_args(recipe: Recipe, tiny: Path) -> list[str]:
+    """The tiny smoke overlay and model, then the learn overlay, the recipe's own reward and the card's tiny_args."""
+    from verl_recipes.smoke.run import overlay_args
+
+    reward = own_reward(recipe)
+    return [*overlay_args(recipe, True, str(tiny.resolve() / "model"))[:2], OVERLAY,
+            f"reward.custom_reward_function.path={reward.path}", f"reward.custom_reward_function.name={reward.name}",
+            *split_args(recipe.card_value("tiny_args", ""))]
+
+
+def built(tiny: Path) -> dict:
+    info = tiny / "learn.json"
+    if not info.is_file():
+        raise RecipeError(f"{info} is missing: build the folder with `python -m verl_recipes.learn.build {tiny} "
+                          f"--recipe <recipe>` first")
+    return json.loads(info.read_text())
+
+
+def plot(result: dict, title: str, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = result["curves"]
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot([int(s) for s in c["score"]], list(c["score"].values()), label="training score (mean)")
+    ax.plot([int(s) for s in c["validation"]], list(c["validation"].values()), "o-", label="validation acc (greedy)")
+    ax.axhline(result["baseline"], color="grey", ls="--", label="warm-up baseline")
+    ax.axhline(result["baseline"] + gates.OVER_BASELINE, color="grey", ls=":", label="score gate")
+    ax.set_xlabel("step")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def run(recipe: Recipe, args: str | None, tiny: Path) -> int:
+    from verl_recipes.launch import launch
+
+    info = built(tiny)
+    if info["recipe"].split(":")[0] != recipe.label.split(":")[0]:
+        raise RecipeError(f"{tiny} was built for {info['recipe']}, not {recipe.label}")
+    os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
+    started = time.time()
+    rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny) + split_args(args), tag="-learn", mode="never")
+    steps = smoke_gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
+    result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded")
+    control = info["control"] != "none"
+    passed = not rc and (gates.score_gate_failed(result) if control else gates.learned(result))
+    report = {"recipe": recipe.label, "task": info["task"], "control": info["control"], "rc": rc,
+              "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
+              "reward": info["reward"], "warm_up": info["warm_up"], "steps": int(cfg.trainer.total_training_steps),
+              **result}
+    (run_dir / "learn.json").write_text(json.dumps(report, indent=1, default=str))
+    plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']})", run_dir / "learn.png")
+    for name, gate in result["gates"].items():
+        print(f"[learn]   {'ok  ' if gate['passed'] else 'FAIL'} {name}: {gate['detail']}")
+    verdict = ("control failed the score gate, as it must" if control else "learned") if passed else (
+        "control PASSED the score gate: the gates cannot tell learning apart" if control else "did not learn")
+    print(f"[learn] {recipe.label}: {'PASS' if passed else 'FAIL'} ({verdict}) in {report['wall_s']} s -> "
+          f"{run_dir}/learn.json")
+    return 0 if passed else 1

@@ -1,0 +1,109 @@
+"""Learnable tasks for `make <recipe>-learn`: one per recipe family, graded by the recipe's own reward function.
+
+Each task draws rows in the layout of the recipe's dataset (same data_source, prompt wrapper and reward_model
+fields as `verl_recipes.data.prepare` writes), so the recipe's composed config reads them unchanged. A task has K
+answers; the warm-up (verl_recipes/learn/warmup.py) teaches the answer's *format* with random labels, so a run
+starts near 1/K correct and any gain must come through reward -> advantage -> update -> weight sync -> rollout.
+
+- digits (text GRPO, math reward): "Digits: 3 1 4 2. Which is the third?"; the answer is a digit of the prompt.
+- colour (VL, geo3k reward): the prompt text is the same for every row; only the image (a square of one of K
+  colours) says the answer, so the merger and the language model must learn to read the image. Answers are the
+  colours' numbers, which the reward compares in-process (words would go through math-verify's workers).
+- seeded (ReTool, code sandbox): the prompt holds a snippet whose output is random.randint under a random seed;
+  only the code interpreter tells the answer. The warm-up calls the tool on a fraction of prompts and copies its
+  reply; learning raises the share of trajectories that call it.
+
+`shuffled=True` draws every training label at random (validation keeps the true ones): the negative control, whose
+run must fail the score gate.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from PIL import Image
+
+from verl_recipes.data.dapo_math import _row as retool_row
+from verl_recipes.data.geo3k import geo3k_row
+from verl_recipes.data.gsm8k_math import GSM8K_BOXED
+from verl_recipes.data.prompts import STEP_BY_STEP_BOXED
+
+K = 4  # answers per task: the warm-up starts near 1/K correct
+ORDINALS = ("first", "second", "third", "fourth")
+COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20)}
+IMAGE_SIDE = 56  # 2 x 2 merged patches on Qwen2.5-VL, 28 px each
+VL_QUESTION = "<image>Which colour is the square: " + ", ".join(f"{i} {c}" for i, c in enumerate(COLOURS, 1)) + "?"
+TOOL_FRACTION = 0.25  # share of warm-up prompts that call the tool
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    answers: tuple[str, ...]
+    # what the warm-up writes before the answer (the recipe's format: geo3k's reward pays 0.1 for <think></think>)
+    prefix: str = ""
+    tool_fraction: float = 0.0
+
+    def rows(self, split: str, n: int, seed: int, shuffled: bool = False) -> list[dict]:
+        rng = random.Random(f"{self.name}/{split}/{seed}")
+        rows = []
+        for index in range(n):
+            row, answer = MAKERS[self.name](rng)
+            if shuffled and split == "train":
+                answer = rng.choice(self.answers)
+            row["reward_model"] = {"style": "rule", "ground_truth": answer}
+            row["extra_info"] = {**row.get("extra_info", {}), "split": split, "index": index, "answer": answer}
+            rows.append(row)
+        return rows
+
+    def answer_text(self, answer: str) -> str:
+        return f"{self.prefix}\\boxed{{{answer}}}"
+
+
+def digits_row(rng: random.Random) -> tuple[dict, str]:
+    digits = [str(rng.randint(1, K)) for _ in range(K)]
+    position = 2  # always "the third": a fixed-offset read a tiny model can learn in minutes
+    question = f"Digits: {' '.join(digits)}. Which is the {ORDINALS[position]}? {STEP_BY_STEP_BOXED}"
+    row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math"}
+    return row, digits[position]
+
+
+def square(colour: str) -> Image.Image:
+    return Image.new("RGB", (IMAGE_SIDE, IMAGE_SIDE), COLOURS[colour])
+
+
+def colour_row(rng: random.Random) -> tuple[dict, str]:
+    number = rng.randint(1, K)
+    colour = list(COLOURS)[number - 1]
+    row = geo3k_row({"problem": VL_QUESTION, "answer": str(number), "images": [square(colour)]}, note=lambda m: None)
+    return row, str(number)
+
+
+def snippet(seed: int) -> str:
+    return f"import random; random.seed({seed}); print(random.randint(1, {K}))"
+
+
+def seeded_output(seed: int) -> str:
+    """What the snippet prints: CPython's Mersenne Twister, so no model can tell it without running the code."""
+    return str(random.Random(seed).randint(1, K))
+
+
+def seeded_row(rng: random.Random) -> tuple[dict, str]:
+    seed = rng.randint(1000, 9999)
+    row = retool_row("math_dapo", f"What does this code print? {snippet(seed)}", seeded_output(seed), retool=True)
+    row["extra_info"]["seed"] = seed
+    return row, seeded_output(seed)
+
+
+MAKERS = {"digits": digits_row, "colour": colour_row, "seeded": seeded_row}
+TASKS = {
+    "digits": Task("digits", tuple(str(d) for d in range(1, K + 1))),
+    "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> "),
+    "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), tool_fraction=TOOL_FRACTION),
+}
+
+
+def tool_call(row: dict) -> dict:
+    """The seeded task's call: run the prompt's snippet (the code_interpreter schema's one argument)."""
+    return {"name": "code_interpreter", "arguments": {"code": snippet(row["extra_info"]["seed"])}}
