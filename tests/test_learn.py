@@ -12,7 +12,7 @@ from verl_recipes import catalog
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.learn import gates
 from verl_recipes.learn.build import baseline, reward_function, task_of
-from verl_recipes.learn.tasks import COLOURS, K, TASKS, snippet
+from verl_recipes.learn.tasks import COLOURS, TASKS, K, snippet
 
 LEARNING = [r for r in catalog.all_recipes() if r.card_value("learn_task")]
 
