@@ -14,7 +14,7 @@ from verl_recipes.learn import gates
 from verl_recipes.learn.build import baseline, reward_function, task_of
 from verl_recipes.learn.tasks import COLOURS, TASKS, K, snippet
 
-LEARNING = [r for r in catalog.all_recipes() if r.card_value("learn_task")]
+LEARNING = [r for r in catalog.all_recipes() if r.card_value("learn_task") and r.card_value("tiny_family")]
 
 
 def test_digits_rows_ask_for_the_third_digit_in_the_math_datasets_layout():
@@ -152,3 +152,49 @@ def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, t
     cfg = compose(recipe, args)
     assert cfg.reward.custom_reward_function.path == own_reward(recipe).path != "pkg://verl_recipes.runtime.rewards.smoke"
     assert cfg.actor_rollout_ref.rollout.val_kwargs.do_sample is False and cfg.trainer.val_before_train
+
+
+def test_launcher_names_the_grader_packages_a_math_reward_needs():
+    from verl_recipes.check.preflight import required_packages
+    from verl_recipes.compose import compose
+
+    needs = required_packages(compose(catalog.parse("qwen25-7b-grpo")))
+    assert {"mathruler", "math_verify", "pylatexenc"} <= needs.keys()
+    smoke = required_packages(compose(catalog.parse("qwen25-7b-grpo"), ["+configs/smoke=tiny_gpu"]))
+    assert "math_verify" not in smoke  # the smoke reward grades nothing
+
+
+def _drawn(name: str, n: int = 4000):
+    from verl_recipes.learn.build import reply
+    from verl_recipes.learn.warmup import draw
+
+    task = TASKS[name]
+    rows, skill = task.rows("train", 64, seed=0), task.skill_rows(64, seed=0)
+    rng = random.Random(0)
+    return task, rows, skill, [draw(task, rows, skill, reply, rng) for _ in range(n)]
+
+
+def test_warm_up_labels_of_the_task_are_random_and_of_the_skill_true():
+    task, rows, skill, drawn = _drawn("digits")
+    on_task = [(i, text) for kind, i, text in drawn if kind == "task"]
+    right = sum(text == task.answer_text(rows[i]["reward_model"]["ground_truth"]) for i, text in on_task)
+    assert abs(right / len(on_task) - 1 / K) < 0.04  # the asked question: no better than a guess
+    assert "third" not in " ".join(skill[i]["prompt"][0]["content"] for kind, i, _ in drawn if kind == "skill")
+    assert all(text == task.answer_text(skill[i]["reward_model"]["ground_truth"]) for kind, i, text in drawn if kind == "skill")
+
+
+def test_warm_up_calls_the_tool_on_a_fraction_and_copies_its_reply():
+    from verl_recipes.learn.build import reply
+
+    task, rows, _, drawn = _drawn("seeded")
+    first = [text for kind, _, text in drawn if kind == "task"]
+    calls = sum(text.startswith("<tool_call>") for text in first) / len(first)
+    assert abs(calls - task.tool_fraction) < 0.04
+    assert all(text == task.answer_text(reply(rows[i])) for kind, i, text in drawn if kind == "after_call")
+    assert all(snippet(rows[i]["extra_info"]["seed"]) in text for kind, i, text in drawn
+               if kind == "task" and text.startswith("<tool_call>"))
+
+
+def test_vl_warm_up_writes_the_geo3k_format():
+    task, _, _, drawn = _drawn("colour", 200)
+    assert all(text.startswith("<think> </think> \\boxed{") for _, _, text in drawn)

@@ -118,7 +118,23 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
     for backend in cfg.trainer.logger or []:
         if backend in loggers:
             needs[backend] = loggers[backend]
+    needs.update(reward_packages(cfg))
     return needs
+
+
+def reward_packages(cfg: DictConfig) -> dict[str, str]:
+    """What our math-style rewards' grader workers import. Without them every answer that is not a plain number
+    fails its reward call mid-run and the sample is lost (seen on the lent GPU machine, learn run 2026-11-26)."""
+    from verl_recipes.runtime.rewards import grading
+
+    path = str(cfg.reward.custom_reward_function.get("path") or "")
+    if not path.startswith("pkg://"):
+        return {}
+    try:
+        module = importlib.import_module(path[len("pkg://"):].replace("/", "."))
+    except ImportError:
+        return {}  # `make check` names a reward path that does not import
+    return dict(grading.WORKER_PACKAGES) if vars(module).get("grade") is grading.grade else {}
 
 
 # ---------------------------------------------------------------- attention without flash-attn

@@ -6,6 +6,8 @@ answers; the warm-up (verl_recipes/learn/warmup.py) teaches the answer's *format
 starts near 1/K correct and any gain must come through reward -> advantage -> update -> weight sync -> rollout.
 
 - digits (text GRPO, math reward): "Digits: 3 1 4 2. Which is the third?"; the answer is a digit of the prompt.
+  The warm-up also shows the other ordinals (first, second, fourth) with their true digits: the model can read
+  digits, but for "third" it was shown only random labels, so RL must teach it to read the right one.
 - colour (VL, geo3k reward): the prompt text is the same for every row; only the image (a square of one of K
   colours) says the answer, so the merger and the language model must learn to read the image. Answers are the
   colours' numbers, which the reward compares in-process (words would go through math-verify's workers).
@@ -20,6 +22,7 @@ run must fail the score gate.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PIL import Image
@@ -44,6 +47,8 @@ class Task:
     # what the warm-up writes before the answer (the recipe's format: geo3k's reward pays 0.1 for <think></think>)
     prefix: str = ""
     tool_fraction: float = 0.0
+    # warm-up rows of neighbouring questions, shown with their true answers (None: the warm-up shows only the task)
+    skill: Callable[[random.Random], tuple[dict, str]] | None = None
 
     def rows(self, split: str, n: int, seed: int, shuffled: bool = False) -> list[dict]:
         rng = random.Random(f"{self.name}/{split}/{seed}")
@@ -52,18 +57,27 @@ class Task:
             row, answer = MAKERS[self.name](rng)
             if shuffled and split == "train":
                 answer = rng.choice(self.answers)
-            row["reward_model"] = {"style": "rule", "ground_truth": answer}
-            row["extra_info"] = {**row.get("extra_info", {}), "split": split, "index": index, "answer": answer}
-            rows.append(row)
+            rows.append(self.framed(row, answer, split, index))
         return rows
+
+    def skill_rows(self, n: int, seed: int) -> list[dict]:
+        rng = random.Random(f"{self.name}/skill/{seed}")
+        return [self.framed(*self.skill(rng), "skill", index) for index in range(n)] if self.skill else []
+
+    @staticmethod
+    def framed(row: dict, answer: str, split: str, index: int) -> dict:
+        row["reward_model"] = {"style": "rule", "ground_truth": answer}
+        row["extra_info"] = {**row.get("extra_info", {}), "split": split, "index": index, "answer": answer}
+        return row
+
 
     def answer_text(self, answer: str) -> str:
         return f"{self.prefix}\\boxed{{{answer}}}"
 
 
-def digits_row(rng: random.Random) -> tuple[dict, str]:
+def digits_row(rng: random.Random, position: int = 2) -> tuple[dict, str]:
+    """Asks for the third digit; the warm-up's skill rows ask for the others."""
     digits = [str(rng.randint(1, K)) for _ in range(K)]
-    position = 2  # always "the third": a fixed-offset read a tiny model can learn in minutes
     question = f"Digits: {' '.join(digits)}. Which is the {ORDINALS[position]}? {STEP_BY_STEP_BOXED}"
     row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math"}
     return row, digits[position]
@@ -98,7 +112,8 @@ def seeded_row(rng: random.Random) -> tuple[dict, str]:
 
 MAKERS = {"digits": digits_row, "colour": colour_row, "seeded": seeded_row}
 TASKS = {
-    "digits": Task("digits", tuple(str(d) for d in range(1, K + 1))),
+    "digits": Task("digits", tuple(str(d) for d in range(1, K + 1)),
+                   skill=lambda rng: digits_row(rng, rng.choice([0, 1, 3]))),
     "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> "),
     "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), tool_fraction=TOOL_FRACTION),
 }

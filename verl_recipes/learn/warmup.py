@@ -2,9 +2,10 @@
 
 Every target carries a random label (one of the task's K answers), drawn anew each time a row is seen, so the
 model learns to write `\\boxed{<one of K>}` in the recipe's format while its choice stays independent of the
-prompt: the run starts near 1/K correct. For a tool task the first turn calls the tool on only a fraction of the
-samples (the rest answer at random), and after the tool's real reply the answer copies it: calling pays, and
-RL must find that out.
+prompt: the run starts near 1/K correct. A task's skill rows (neighbouring questions, e.g. the other ordinals of
+the digits task) are shown with their true answers, half of the samples. For a tool task the first turn calls the
+tool on only a fraction of the samples (the rest answer at random), and after the tool's real reply the answer
+copies it: calling pays, and RL must find that out.
 """
 
 from __future__ import annotations
@@ -16,25 +17,34 @@ from verl_recipes.learn.tasks import Task, tool_call
 from verl_recipes.smoke.teach import Examples, call_text, fit
 
 BATCH = 16
-STEPS = {"plain": 150, "tool": 600}  # a tool task also learns to copy the snippet's seed and the tool's reply
+# a skill (reading a digit) and a tool task (copying the snippet's seed and the tool's reply) take longer to learn
+STEPS = {"plain": 150, "skill": 600, "tool": 600}
+
+
+def draw(task: Task, rows: list[dict], skill: list[dict], reply, rng: random.Random) -> tuple[str, int, str]:
+    """One warm-up example: (prompt kind, row index, target text). Kinds: "task" (the row's prompt), "skill" (a skill
+    row's prompt) and "after_call" (the row's prompt after its tool call and the tool's reply)."""
+    i = rng.randrange(len(rows))
+    if skill and rng.random() < 0.5:
+        return "skill", i % len(skill), task.answer_text(skill[i % len(skill)]["reward_model"]["ground_truth"])
+    if task.tool_fraction and rng.random() < 0.5:
+        return "after_call", i, task.answer_text(reply(rows[i]))
+    if rng.random() < task.tool_fraction:
+        return "task", i, call_text(tool_call(rows[i]))
+    return "task", i, task.answer_text(rng.choice(task.answers))
 
 
 def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], reply, seed: int = 0) -> dict:
     """Fine-tune the model in `folder` in place. `reply(row)` is what the task's tool answers for the row."""
     examples = Examples(folder, schemas)
-    first = [examples.prompt(row) for row in rows]
-    after = [examples.prompt(row, tool_call(row), reply(row)) for row in rows] if task.tool_fraction else []
+    skill = task.skill_rows(len(rows), seed)
+    prompts = {"task": [examples.prompt(row) for row in rows], "skill": [examples.prompt(row) for row in skill],
+               "after_call": [examples.prompt(row, tool_call(row), reply(row)) for row in rows]
+               if task.tool_fraction else []}
 
     def sample(rng: random.Random) -> list[tuple[list[int], dict, list[int]]]:
-        batch = []
-        for _ in range(BATCH):
-            i = rng.randrange(len(rows))
-            if after and rng.random() < 0.5:  # after the call: copy the reply
-                batch.append((*after[i], examples.target(task.answer_text(reply(rows[i])))))
-            elif rng.random() < task.tool_fraction:
-                batch.append((*first[i], examples.target(call_text(tool_call(rows[i])))))
-            else:
-                batch.append((*first[i], examples.target(task.answer_text(rng.choice(task.answers)))))
-        return batch
+        drawn = [draw(task, rows, skill, reply, rng) for _ in range(BATCH)]
+        return [(*prompts[kind][i], examples.target(text)) for kind, i, text in drawn]
 
-    return fit(folder, examples, sample, STEPS["tool" if task.tool_fraction else "plain"], seed)
+    kind = "tool" if task.tool_fraction else "skill" if task.skill else "plain"
+    return fit(folder, examples, sample, STEPS[kind], seed)

@@ -198,6 +198,10 @@ class _Pool:
             self._slots.release()
 
 
+# what a grader worker imports -> how to install it (the launcher's package check names a missing one)
+WORKER_PACKAGES = {"mathruler": "mathruler (requirements/gpu.txt)", "math_verify": "math-verify (requirements/gpu.txt)",
+                   "pylatexenc": "pylatexenc (a dependency of mathruler)"}
+
 _POOL: _Pool | None = None
 _POOL_LOCK = threading.Lock()
 
