@@ -44,7 +44,7 @@ def test_show_holds_the_tuned_values():
     assert not arr.actor.fsdp_config.param_offload and not arr.actor.fsdp_config.optimizer_offload
     assert arr.rollout.gpu_memory_utilization >= 0.7 and arr.rollout.enforce_eager is False
     assert arr.rollout.tensor_model_parallel_size == 1 and arr.rollout.enable_chunked_prefill
-    assert cfg.reward.custom_reward_function.path == "pkg://verl_recipes.runtime.rewards.math"
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_recipes.rewards.math"
     assert cfg.trainer.experiment_name == "qwen25-7b-grpo-v1"
     assert cfg.trainer.default_local_dir.endswith("runs/qwen25-7b-grpo-v1/checkpoints")
 
@@ -73,7 +73,7 @@ def test_make_show_prints_the_composed_config():
     ("actor_rollout_ref.actor.freeze_vision_tower=true", "configs/vision/frozen"),  # the 0.9.1 no-op
     ("actor_rollout_ref.actor.megatron.grad_offload=true", "removed in 0.9.1"),
     ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000", "smaller than the longest sequence"),
-    ("reward.custom_reward_function.path=pkg://verl_recipes.runtime.rewards.no_such_reward", "does not import"),
+    ("reward.custom_reward_function.path=pkg://verl_recipes.rewards.no_such_reward", "does not import"),
     ("data.train_files=/nonexistent/train.parquet", "'data.train_files' = /nonexistent/train.parquet: not found"),
     ("actor_rollout_ref.model.path=org/unknown-model", "add models/org/unknown-model/config.json"),
 ])
@@ -101,7 +101,7 @@ def test_a_typo_inside_a_fragment_names_the_key_and_the_file(scratch_root):
 
 def test_a_legacy_reward_key_in_a_fragment_is_rejected(scratch_root):
     path = scratch_root / "configs" / "reward" / "math.yaml"
-    _edit_yaml(path, lambda d: d.update(custom_reward_function={"path": "pkg://verl_recipes.runtime.rewards.math", "name": "compute_score"}))
+    _edit_yaml(path, lambda d: d.update(custom_reward_function={"path": "pkg://verl_recipes.rewards.math", "name": "compute_score"}))
     errors = check(catalog.get(QWEN))
     assert any("configs/reward/math.yaml: 'custom_reward_function.path' is accepted but ignored" in e for e in errors)
 

@@ -1,4 +1,4 @@
-"""The local sandbox's contract (verl_recipes/runtime/tools/sandbox.py): results, limits, modes and concurrency.
+"""The local sandbox's contract (agents/sandbox.py): results, limits, modes and concurrency.
 Hostile code is in tests/test_sandbox_security.py."""
 
 import asyncio
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from verl_recipes.runtime.tools import sandbox_cgroup
-from verl_recipes.runtime.tools.sandbox import (
+from verl_recipes.agents import sandbox_cgroup
+from verl_recipes.agents.sandbox import (
     NAMESPACE_HELP,
     BoundedRunner,
     LocalSandbox,
@@ -24,7 +24,7 @@ from verl_recipes.runtime.tools.sandbox import (
     SandboxResult,
     SandboxUnavailableError,
 )
-from verl_recipes.runtime.tools.sandbox_child import NAMESPACE_ERROR
+from verl_recipes.agents.sandbox_child import NAMESPACE_ERROR
 
 LIMITS = SandboxLimits(wall_time_s=3.0, cpu_time_s=2, memory_mb=256, max_output_bytes=4096, max_disk_mb=8)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -284,7 +284,7 @@ def test_unprivileged_trainer_gets_a_user_namespace():
         pytest.skip("the repo or a separate system python is not reachable by an unprivileged user")
     script = (
         f"import sys; sys.path.insert(0, {REPO!r})\n"
-        "from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits\n"
+        "from verl_recipes.agents.sandbox import LocalSandbox, SandboxLimits\n"
         "r = LocalSandbox(SandboxLimits(wall_time_s=2, cpu_time_s=1), site_packages=False).run(\n"
         "    'import os; print(os.getuid(), os.getpid(), sorted(os.listdir(\".\")))')\n"
         "print(r.status, r.stdout, r.stderr)"

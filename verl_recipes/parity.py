@@ -43,9 +43,9 @@ BY_DESIGN = {
     "trainer.logger": "console + file by default (the smoke gates and reports read the file); configs/logging/* add "
                       "wandb, tensorboard or mlflow",
     "trainer.rollout_data_dir": "set per run by the user",
-    "reward.custom_reward_function.path": "our time-bounded rewards (verl_recipes/runtime/rewards) replace verl's and "
+    "reward.custom_reward_function.path": "our time-bounded rewards (rewards/) replace verl's and "
                                           "verl-recipe's reward modules",
-    "actor_rollout_ref.rollout.multi_turn.tool_config_path": "our tools (verl_recipes/runtime/tools) replace the ones "
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path": "our tools (agents/) replace the ones "
                                                              "verl 0.8 deleted",
 }
 

@@ -40,6 +40,12 @@ from verl_recipes.compose import flatten
 from verl_recipes.entrypoints import Pool
 from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, nsys_capture_ranges
 
+# What a cluster job ships of the repo, {repo path: path in the job's working dir}: the runtime part of the package,
+# the rewards and the agents, which is all verl's workers import. rewards/ and agents/ go where their package names
+# put them (pyproject's package-dir), so the job's working dir imports them without an install.
+SHIPPED = {"verl_recipes/__init__.py": "verl_recipes/__init__.py", "verl_recipes/runtime": "verl_recipes/runtime",
+           "rewards": "verl_recipes/rewards", "agents": "verl_recipes/agents"}
+
 GB = 1024**3
 NSYS_GB_PER_RANK_STEP = 1.0
 NSYS_CONTROLLER_GB = 1.0
@@ -193,6 +199,14 @@ def cluster_gpu_problems(pools: list[Pool], nodes: list[dict], address: str) -> 
 # ---------------------------------------------------------------- what every node of a cluster job proves
 
 
+def checkout_path(job_path: Path) -> Path:
+    """This checkout's file for a path relative to a cluster job's working dir (SHIPPED, in reverse)."""
+    for source, shipped in SHIPPED.items():
+        if job_path.is_relative_to(shipped):
+            return REPO / source / job_path.relative_to(shipped)
+    return REPO / job_path
+
+
 def required_objects(cfg: DictConfig) -> list[str]:
     """`module:attribute` of the reward function and every tool class the config names: what workers import."""
     out = []
@@ -206,7 +220,7 @@ def required_objects(cfg: DictConfig) -> list[str]:
     tool_config = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
     if tool_config:
         path = Path(str(tool_config))
-        path = path if path.is_absolute() else REPO / path  # relative: resolved in the job's copy of the repo
+        path = path if path.is_absolute() else checkout_path(path)  # relative: a path in a cluster job
         for tool in (yaml.safe_load(path.read_text()) or {}).get("tools") or []:
             module, _, cls = str(tool["class_name"]).rpartition(".")
             out.append(f"{module}:{cls}")
