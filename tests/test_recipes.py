@@ -121,8 +121,36 @@ def test_cp_then_one_edit_is_proven_and_differs_by_exactly_that_key(scratch_root
     assert check(catalog.get("my-grpo")) == []
     capsys.readouterr()
     assert cli.main(["diff", QWEN, "my-grpo"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["actor_rollout_ref.actor.optim.lr: 1e-06 -> 2e-06", "1 key(s) differ"]
+    assert capsys.readouterr().out.splitlines() == ["actor_rollout_ref.actor.optim.lr: 1e-06 -> 2e-06",
+                                                    "1 key(s) set differently"]
     assert cli.main(["cp", QWEN, "my-grpo"]) == 2  # never overwrites
+
+
+@pytest.mark.slow
+def test_a_copy_is_lenient_until_published_then_held_to_pins_and_reasons(scratch_root, capsys):
+    assert cli.main(["cp", QWEN, "my-grpo"]) == 0
+    recipe_file = scratch_root / "recipes/my-grpo/v1/recipe.yaml"
+    with recipe_file.open("a") as f:
+        f.write("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 2.0e-6\n")
+    capsys.readouterr()
+    # unpublished: the parent's upstream record lists the edit, for information; nothing fails
+    assert cli.main(["check", "my-grpo"]) == 0
+    assert cli.main(["upstream", "my-grpo"]) == 0
+    out = capsys.readouterr().out
+    assert "actor_rollout_ref.actor.optim.lr: ours 2e-06, upstream 1e-06: UNEXPLAINED" in out
+    assert "edits of this copy against qwen25-7b-grpo/v1, for information" in out
+    assert cli.main(["pin", "my-grpo"]) == 2  # no pins for a copy until it is published
+    # published: pins written, the unexplained edit fails check until its reason is written beside it
+    assert cli.main(["publish", "my-grpo"]) == 0
+    assert (scratch_root / "recipes/my-grpo/v1/resolved/recipe.yaml").is_file()
+    assert "published" not in yaml.safe_load((scratch_root / "recipes/my-grpo/v1/card.yaml").read_text())
+    capsys.readouterr()
+    assert cli.main(["check", "my-grpo"]) == 1
+    assert "'actor_rollout_ref.actor.optim.lr' = 2e-06 differs from the published run" in capsys.readouterr().out
+    recipe_file.write_text(recipe_file.read_text().replace("lr: 2.0e-6", "lr: 2.0e-6  # deviation: a faster start"))
+    assert cli.main(["pin", "my-grpo"]) == 0  # the README table now carries the reason
+    assert cli.main(["check", "my-grpo"]) == 0, capsys.readouterr().out
+    assert cli.main(["publish", "my-grpo"]) == 2  # once
 
 
 @pytest.mark.slow

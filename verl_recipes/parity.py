@@ -66,6 +66,10 @@ def upstream_file(recipe: Recipe) -> Path:
 def reference(recipe: Recipe) -> dict:
     """The upstream record of the recipe (or its variant), `extends` resolved: {source, result, settings, ...}."""
     path = upstream_file(recipe)
+    if not path.is_file() and recipe.card.get("derived_from"):  # a `make cp` copy inherits its source's record
+        from verl_recipes import catalog
+
+        return reference(catalog.parse(recipe.card["derived_from"]))
     if not path.is_file():
         raise RecipeError(f"{path.relative_to(root())} is missing: record the published run this version reproduces")
     data = yaml.safe_load(path.read_text()) or {}
