@@ -1,5 +1,7 @@
 # verl recipes: `make help` lists everything. Recipe targets are discovered from recipes/, never listed here.
 SHELL := /bin/bash
+# the interpreter every target runs: $(VENV)/bin/python; `make ... VENV=/path/to/env` or `PY=/path/to/python` picks
+# another (README "Run a recipe on a GPU node")
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RECIPE := $(PY) -m verl_recipes

@@ -345,3 +345,18 @@ def test_sft_data_keys_match_the_rl_stage():
 def test_a_wrong_sft_key_is_refused():
     with pytest.raises(Exception, match="Could not override 'data.multiturn.enable'"):
         compose_sft(sft_overrides("data.multiturn.enable=true"))  # fsdp_sft_trainer's key, gone in 0.9.1
+
+
+def test_sft_runs_the_interpreter_make_uses(tmp_path):
+    """sft.sh calls $VENV/bin/python (VENV default .venv), as the Makefile does, never a bare `python`."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    stub = venv / "bin" / "python"
+    stub.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'called'}\n")
+    stub.chmod(0o755)
+    (tmp_path / "data" / "retool_sft").mkdir(parents=True)
+    (tmp_path / "data" / "retool_sft" / "train.parquet").touch()
+    env = {**os.environ, "VENV": str(venv), "RL_DATA_DIR": str(tmp_path / "data"), "RL_RUNS_DIR": str(tmp_path / "runs")}
+    env.pop("PY", None)
+    subprocess.run(["bash", str(SFT_SCRIPT)], env=env, capture_output=True, text=True, check=True)
+    assert (tmp_path / "called").read_text().startswith("-m torch.distributed.run --standalone")

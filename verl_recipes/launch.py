@@ -144,7 +144,7 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
     fallback = None if cluster else attention_fallback(cfg)  # a cluster job's nodes are checked by node_check
     if fallback:
         print(f"[launch] flash-attn is not installed here: adding +configs/attention={fallback} "
-              f"(install verl[flash-attn-cu130torch211] for verl's own kernels)", flush=True)
+              f"(pip install -r requirements/gpu-flash-attn.txt for verl's own kernels)", flush=True)
         args = [*args, f"+configs/attention={fallback}"]
         cfg = compose(recipe, args)
     errors = check(recipe, args)

@@ -117,7 +117,7 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
         needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
     elif cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
         # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
-        needs["flash_attn"] = (f"verl[flash-attn-cu130torch211] (requirements/gpu.txt), or run without it: "
+        needs["flash_attn"] = (f"flash-attn (requirements/gpu-flash-attn.txt), or run without it: "
                                f"ARGS=\"+configs/attention={attention_fragment(cfg)}\" (a local launch adds it itself)")
     loggers = {"wandb": "wandb (configs/logging/wandb)", "tensorboard": "tensorboard (configs/logging/tensorboard)",
                "mlflow": "mlflow (configs/logging/mlflow)"}
