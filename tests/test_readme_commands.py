@@ -1,7 +1,9 @@
 """The READMEs, run as written: every ```bash block of the top README and of each recipe README runs verbatim in a
 scratch copy of the repository, with the README's edit applied where it says `$EDITOR <file>` (the ```yaml block that
-follows) and each placeholder (`<dir>`, `<N>`) filled with a dummy word. A command that needs a GPU, the network or an install (a launch, a smoke, `pip`, `sft.sh`, ...) is
-replaced by a stub that says it was skipped; every other command runs, and a failing one fails the test.
+follows) and each placeholder (`<dir>`, `<N>`) filled with a dummy word. A command that needs a GPU, the network or
+an install (a launch, a smoke, `pip`, `sft.sh`, ...) is replaced by a stub that says it was skipped; every other
+command runs, and a failing one fails the test. The top README's copy-and-edit block ends in `make check`: that is
+where every recipe, version, variant and smoke overlay is proven in `make test`, with a copy present.
 
 Also: each recipe README's status line is its card's status."""
 

@@ -27,13 +27,6 @@ def _edit_yaml(path: Path, edit) -> None:
     path.write_text(header + yaml.safe_dump(data, sort_keys=False))
 
 
-@pytest.mark.slow
-def test_every_recipe_version_variant_and_smoke_overlay_is_proven(capsys):
-    assert cli.main(["check", "all"]) == 0, capsys.readouterr().out
-    out = capsys.readouterr().out
-    assert "+smoke=node" in out and "0 failed" in out
-
-
 def test_show_holds_the_tuned_values():
     cfg = compose(catalog.get(QWEN))
     arr, longest = cfg.actor_rollout_ref, 1024 + 2048
