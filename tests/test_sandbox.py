@@ -280,10 +280,14 @@ def _world_readable(path):
     reason="needs root, setpriv and a system python to start an unprivileged trainer",
 )
 def test_unprivileged_trainer_gets_a_user_namespace():
-    if not _world_readable(os.path.join(REPO, "verl_recipes")) or os.path.realpath("/usr/bin/python3") == sys.executable:
+    agents = os.path.join(REPO, "agents")
+    if not _world_readable(agents) or os.path.realpath("/usr/bin/python3") == sys.executable:
         pytest.skip("the repo or a separate system python is not reachable by an unprivileged user")
-    script = (
-        f"import sys; sys.path.insert(0, {REPO!r})\n"
+    script = (  # the system python has no install of ours: map agents/ to verl_recipes.agents as pyproject does
+        f"import importlib.util, sys; sys.path.insert(0, {REPO!r})\n"
+        f"spec = importlib.util.spec_from_file_location('verl_recipes.agents', {agents + '/__init__.py'!r}, "
+        f"submodule_search_locations=[{agents!r}])\n"
+        "sys.modules['verl_recipes.agents'] = importlib.util.module_from_spec(spec)\n"
         "from verl_recipes.agents.sandbox import LocalSandbox, SandboxLimits\n"
         "r = LocalSandbox(SandboxLimits(wall_time_s=2, cpu_time_s=1), site_packages=False).run(\n"
         "    'import os; print(os.getuid(), os.getpid(), sorted(os.listdir(\".\")))')\n"

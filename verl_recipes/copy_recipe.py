@@ -102,6 +102,14 @@ def publish(name: str) -> list[Path]:
             written.append(card)
     if not written:
         raise RecipeError(f"recipes/{name} is published already (no card says `published: false`)")
+    for recipe in (r for r in catalog.all_recipes() if r.name == name and r.variant is None):
+        record = parity.upstream_file(recipe)
+        source = recipe.card.get("derived_from")
+        if source and not record.is_file():  # its own record from now on: the source's, to edit as it diverges
+            entry = parity.reference(catalog.parse(source))
+            record.write_text(f"# the published run {source} reproduces (copied by `make {name}-publish`)\n"
+                              + yaml.safe_dump({"recipe": entry}, sort_keys=False))
+            written.append(record)
     written += pins.pin([r for r in catalog.all_recipes() if r.name == name])
     if parity.write_readme(name):
         written.append(recipes_dir() / name / "README.md")

@@ -66,7 +66,7 @@ def upstream_file(recipe: Recipe) -> Path:
 def reference(recipe: Recipe) -> dict:
     """The upstream record of the recipe (or its variant), `extends` resolved: {source, result, settings, ...}."""
     path = upstream_file(recipe)
-    if not path.is_file() and recipe.card.get("derived_from"):  # a `make cp` copy inherits its source's record
+    if not path.is_file() and not recipe.published:  # an unpublished `make cp` copy inherits its source's record
         from verl_recipes import catalog
 
         return reference(catalog.parse(recipe.card["derived_from"]))
