@@ -1,5 +1,7 @@
 # verl recipes: `make help` lists everything. Recipe targets are discovered from recipes/, never listed here.
 SHELL := /bin/bash
+# the interpreter every target runs: $(VENV)/bin/python; `make ... VENV=/path/to/env` or `PY=/path/to/python` picks
+# another (README "Run a recipe on a GPU node")
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RECIPE := $(PY) -m verl_recipes
@@ -17,7 +19,7 @@ SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
 .PHONY: help setup test test-fast lint check pin list runs cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
-	$(addsuffix -upstream,$(RECIPES)) \
+	$(addsuffix -upstream,$(RECIPES)) $(addsuffix -publish,$(RECIPES)) \
 	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -learn,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
 
 help:
@@ -47,6 +49,7 @@ help:
 	@echo "make <recipe>-profile           profile a few steps  [PRESET=nsys_step|nsys_discrete|torch_rollout|torch_memory"
 	@echo "                                 STEPS=[2,3] RANKS=[0] (or all); same V/VARIANT/ARGS]"
 	@echo "make cp FROM=<recipe>[/vN][:variant] TO=<new>   a new recipe that inherits FROM"
+	@echo "make <recipe>-publish           hold a copy to the rules of a published recipe: pins, explained deviations"
 	@echo "make diff A=<recipe>[/vN][:variant] B=<...>     keys that differ between two composed recipes"
 	@echo "recipes: $(RECIPES)"
 
@@ -102,6 +105,9 @@ $(addsuffix -plan,$(RECIPES)): %-plan:
 $(addsuffix -upstream,$(RECIPES)): %-upstream:
 	@$(RECIPE) upstream $* $(SELECT)
 
+$(addsuffix -publish,$(RECIPES)): %-publish:
+	$(RECIPE) publish $*
+
 SMOKE_FLAGS = $(if $(TINY),--tiny "$(TINY)") $(if $(DRY),--dry-run)
 $(addsuffix -smoke,$(RECIPES)): %-smoke:
 	$(RECIPE) smoke $* $(SELECT) $(SMOKE_FLAGS)
@@ -130,3 +136,8 @@ bench:
 bench-dry:
 	$(PY) -m verl_recipes.bench.actor_update --cpu-dry-run
 	$(PY) -m verl_recipes.bench.rollout --cpu-dry-run
+
+# any other target (a mistyped recipe, `make qwen25-7b-grop-check`): name the known recipes instead of make's bare
+# "No rule to make target"
+.DEFAULT:
+	@$(RECIPE) target "$@"

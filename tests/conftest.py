@@ -38,13 +38,26 @@ def scratch_root(tmp_path, monkeypatch):
     return tmp_path
 
 
+ONE_ROW = {"data_source": ["openai/gsm8k"], "prompt": [[{"role": "user", "content": "What is 6 * 7?"}]],
+           "reward_model": [{"style": "rule", "ground_truth": "42"}]}
+
+
+def write_parquet(path: Path, columns: dict) -> Path:
+    """A parquet file of `columns` ({name: values}): a verl dataset in miniature."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
 @pytest.fixture
 def run_env(tmp_path, monkeypatch):
-    """Data and runs in a scratch folder (as on shared storage): qwen25-7b-grpo's data files exist, empty."""
+    """Data and runs in a scratch folder (as on shared storage): qwen25-7b-grpo's data files exist, one row each."""
     monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))
     cfg = compose(catalog.get("qwen25-7b-grpo"))
     for key in ("train_files", "val_files"):
-        Path(cfg.data[key]).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.data[key]).touch()
+        write_parquet(Path(cfg.data[key]), ONE_ROW)
     return tmp_path

@@ -66,7 +66,7 @@ def test_multi_turn_tool_agent_is_wired(name):
     assert multi_turn.max_assistant_turns == multi_turn.max_user_turns == turns
     assert multi_turn.max_tool_response_length > 256  # verl's default (characters) cuts most tracebacks
     path = Path(multi_turn.tool_config_path)
-    assert path.is_absolute() and path == REPO / "verl_recipes" / "runtime" / "tools" / tool_file
+    assert path.is_absolute() and path == REPO / "agents" / tool_file
     assert [tool.name for tool in load_all_tools(str(path), None)] == tool_names
     assert cfg.data.tool_config_path == str(path)  # the length filter renders the same tool schemas
     assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"
@@ -82,7 +82,7 @@ def test_data_and_reward_keys(name):
     assert catalog.get(name).card["data"] == [dataset]
     reward = cfg.reward
     assert (reward.custom_reward_function.path, reward.custom_reward_function.name) == (
-        f"pkg://verl_recipes.runtime.rewards.{reward_module}", "compute_score")
+        f"pkg://verl_recipes.rewards.{reward_module}", "compute_score")
     assert reward.reward_manager.name == "naive"  # the manager that hands num_turns to the reward
     assert "reward_kwargs" not in reward or not reward.reward_kwargs
 
@@ -257,7 +257,7 @@ def _zoom_conversation():
 
 
 def test_template_shows_tools_and_puts_the_crop_into_the_tool_reply(vl_tokenizer):
-    schemas = _tool_schemas(REPO / "verl_recipes" / "runtime" / "tools" / "image_zoom.yaml")
+    schemas = _tool_schemas(REPO / "agents" / "image_zoom.yaml")
     text = vl_tokenizer.apply_chat_template(_zoom_conversation(), tools=schemas, tokenize=False,
                                             add_generation_prompt=True)
     assert text.startswith("<|im_start|>system\nYou are a helpful assistant.\n\n# Tools\n")
@@ -281,7 +281,7 @@ def test_template_appends_turns_the_way_verl_builds_tokens(vl_tokenizer):
     from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 
     tok = vl_tokenizer
-    schemas = _tool_schemas(REPO / "verl_recipes" / "runtime" / "tools" / "image_zoom.yaml")
+    schemas = _tool_schemas(REPO / "agents" / "image_zoom.yaml")
     conversation = _zoom_conversation()
     whole = tok.apply_chat_template(conversation, tools=schemas, tokenize=True, return_dict=True,
                                     add_generation_prompt=True)["input_ids"]
@@ -345,3 +345,18 @@ def test_sft_data_keys_match_the_rl_stage():
 def test_a_wrong_sft_key_is_refused():
     with pytest.raises(Exception, match="Could not override 'data.multiturn.enable'"):
         compose_sft(sft_overrides("data.multiturn.enable=true"))  # fsdp_sft_trainer's key, gone in 0.9.1
+
+
+def test_sft_runs_the_interpreter_make_uses(tmp_path):
+    """sft.sh calls $VENV/bin/python (VENV default .venv), as the Makefile does, never a bare `python`."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    stub = venv / "bin" / "python"
+    stub.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'called'}\n")
+    stub.chmod(0o755)
+    (tmp_path / "data" / "retool_sft").mkdir(parents=True)
+    (tmp_path / "data" / "retool_sft" / "train.parquet").touch()
+    env = {**os.environ, "VENV": str(venv), "RL_DATA_DIR": str(tmp_path / "data"), "RL_RUNS_DIR": str(tmp_path / "runs")}
+    env.pop("PY", None)
+    subprocess.run(["bash", str(SFT_SCRIPT)], env=env, capture_output=True, text=True, check=True)
+    assert (tmp_path / "called").read_text().startswith("-m torch.distributed.run --standalone")

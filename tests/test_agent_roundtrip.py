@@ -14,7 +14,7 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, ToolAgentLoo
 from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 from verl.tools.tool_registry import load_all_tools
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "verl_recipes" / "runtime" / "tools"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "agents"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 # Qwen2.5(-VL)-style: tools in the system prompt, hermes <tool_call> blocks, tool replies as user turns.

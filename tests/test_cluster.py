@@ -37,7 +37,7 @@ from verl_recipes.launch import plan_launch, write_launch
 from verl_recipes.runtime.node_check import node_problems
 
 QWEN = "qwen25-7b-grpo"
-CODE_INTERPRETER = "verl_recipes/runtime/tools/code_interpreter.yaml"
+CODE_INTERPRETER = "agents/code_interpreter.yaml"
 
 
 def _free_port() -> int:
@@ -116,7 +116,7 @@ def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monk
     pinned = [OmegaConf.create(yaml.safe_load(pins.pin_file(r).read_text().replace("<repo>", str(REPO))))
               for r in catalog.all_recipes()]
     expected = sorted({obj for cfg in pinned for obj in required_objects(cfg)})
-    assert any(obj.startswith("verl_recipes.runtime.rewards.") for obj in expected)
+    assert any(obj.startswith("verl_recipes.rewards.") for obj in expected)
     # verl's ray.init forwards NCCL_ALGO too: the job must merge its runtime env with verl's, not clash
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     recipe = catalog.get(QWEN)
@@ -138,9 +138,9 @@ def test_job_checks_every_node_with_the_code_it_ships(ray_cluster, run_env, monk
         shipped_from = report.split("code from ")[1]
         assert "runtime_resources/working_dir_files" in shipped_from and not shipped_from.startswith(str(REPO))
     job = run_dir / cluster.JOB
-    assert (job / "verl_recipes/runtime/rewards").is_dir() and (job / cluster.CONFIG).is_file()
-    # the job ships the runtime part only: no launcher, no checks, no recipe tree
-    assert sorted(p.name for p in (job / "verl_recipes").iterdir()) == ["__init__.py", "runtime"]
+    assert (job / "verl_recipes/rewards/math.py").is_file() and (job / cluster.CONFIG).is_file()
+    # the job ships the runtime part, rewards and agents only: no launcher, no checks, no recipe tree
+    assert sorted(p.name for p in (job / "verl_recipes").iterdir()) == ["__init__.py", "agents", "rewards", "runtime"]
     assert not (job / "recipes").exists() and not (job / "configs").exists()
 
 
@@ -219,10 +219,11 @@ def test_job_config_ships_repo_paths_relative_and_keeps_shared_ones(run_env):
     write_launch(plan)
     run_dir = plan.launch_dir
     shipped = cluster.job_config(cfg)
-    assert shipped.actor_rollout_ref.rollout.multi_turn.tool_config_path == CODE_INTERPRETER
+    # agents/ ships as verl_recipes/agents/, where its package name puts it
+    assert shipped.actor_rollout_ref.rollout.multi_turn.tool_config_path == f"verl_recipes/{CODE_INTERPRETER}"
     assert shipped.data.train_files == cfg.data.train_files == str(run_env / "data/gsm8k_math/train.parquet")
-    assert required_objects(shipped) == ["verl_recipes.runtime.rewards.math:compute_score",
-                                                 "verl_recipes.runtime.tools.code_interpreter:CodeInterpreterTool"]
+    assert required_objects(shipped) == ["verl_recipes.rewards.math:compute_score",
+                                         "verl_recipes.agents.code_interpreter:CodeInterpreterTool"]
     assert shared_paths(shipped, run_dir) == [str(run_dir), cfg.data.val_files, cfg.data.train_files]
     async_recipe = catalog.get(QWEN, variant="async")
     check, train = cluster.job_command(async_recipe, run_dir).split(" && ")
@@ -244,9 +245,10 @@ def test_job_env_forwards_cluster_settings_but_not_secrets_or_head_paths(run_env
 
 
 def test_a_big_file_in_a_shipped_folder_is_refused(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "verl_recipes", tmp_path / "repo/verl_recipes")
+    for folder in ("verl_recipes", "rewards", "agents"):
+        shutil.copytree(REPO / folder, tmp_path / f"repo/{folder}")
     monkeypatch.setattr(cluster, "REPO", tmp_path / "repo")
-    weights = tmp_path / "repo/verl_recipes/runtime/tools/model.safetensors"
+    weights = tmp_path / "repo/agents/model.safetensors"
     with open(weights, "wb") as f:
         f.truncate((cluster.MAX_SHIPPED_FILE_MB + 1) * 2**20)
     with pytest.raises(RecipeError, match=r"model.safetensors is 21 MiB: a cluster job copies"):
@@ -258,17 +260,17 @@ def test_node_check_names_every_problem_it_finds(tmp_path):
     present = tmp_path / "train.parquet"
     present.touch()
     plan = node_plan(QWEN, cfg, tmp_path / "run", also_import=[
-        "verl_recipes.runtime.rewards.math:no_such_function", "no_such_package.reward:f"])
+        "verl_recipes.rewards.math:no_such_function", "no_such_package.reward:f"])
     plan["paths"] = [str(present), str(tmp_path / "not_shared/test.parquet")]
     plan["verl"] = "0.0.1"
     problems = node_problems(plan)
     text = "\n".join(problems)
     missing_here = missing_packages(required_packages(cfg))  # this CPU machine lacks vllm (and maybe TransferQueue)
-    assert "verl_recipes.runtime.rewards.math:no_such_function does not import (AttributeError" in text
+    assert "verl_recipes.rewards.math:no_such_function does not import (AttributeError" in text
     assert "no_such_package.reward:f does not import (ModuleNotFoundError" in text
     assert f"{tmp_path / 'not_shared/test.parquet'} is not visible here" in text
     assert "the recipes are proven against verl 0.0.1" in text
-    assert "verl_recipes.runtime.rewards.math:compute_score " not in text and f"{present} " not in text
+    assert "verl_recipes.rewards.math:compute_score " not in text and f"{present} " not in text
     assert all(missing in problems for missing in missing_here)
     assert len(problems) == 4 + len(missing_here)
 

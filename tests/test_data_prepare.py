@@ -164,7 +164,7 @@ def test_gsm8k_math_rows_and_verl_reads_them(gsm8k_math_sources, tmp_path, token
     # \boxed{} answers by its "####" rule (which scored every one 0), and our reward grades them
     from verl.utils.reward_score import default_compute_score
 
-    from verl_recipes.runtime.rewards.math import compute_score
+    from verl_recipes.rewards.math import compute_score
 
     gsm8k = train[0]
     with pytest.raises(NotImplementedError):
@@ -461,7 +461,7 @@ def test_retool_sft_messages_train_on_assistant_turns(tmp_path, tokenizer):
 
     user = [row["messages"][0]]
     sft_tools = convert_nested_value_to_list_recursive(row["tools"])
-    rl_config = yaml.safe_load((REPO / "verl_recipes/runtime/tools/code_interpreter.yaml").read_text())
+    rl_config = yaml.safe_load((REPO / "agents/code_interpreter.yaml").read_text())
     rl_tools = [OpenAIFunctionToolSchema.model_validate(t["tool_schema"]).model_dump(exclude_unset=True, exclude_none=True)
                 for t in rl_config["tools"]]
     sft_prompt = tokenizer.apply_chat_template(user, tools=sft_tools, tokenize=False)

@@ -142,7 +142,7 @@ def test_nothing_left_to_train_fails_loudly():
     "external_lib, expected",
     [
         ("verl_recipes.runtime.freeze_vision", True),
-        (["verl_recipes.runtime.rewards.other", "verl_recipes.runtime.freeze_vision"], True),
+        (["verl_recipes.rewards.other", "verl_recipes.runtime.freeze_vision"], True),
         (OmegaConf.create(["verl_recipes.runtime.freeze_vision"]), True),
         ("scripts.freeze", False),
         (["scripts.freeze_vision_extra"], False),
@@ -183,7 +183,7 @@ def fake_engine(
         ({}, True),
         ({"strategy": "fsdp", "use_orig_params": True}, True),
         ({"external_lib": None}, False),  # a critic or any engine that did not ask for the freeze
-        ({"external_lib": "verl_recipes.runtime.rewards.other"}, False),
+        ({"external_lib": "verl_recipes.rewards.other"}, False),
         ({"forward_only": True}, False),  # the reference model builds no optimizer
     ],
 )

@@ -150,7 +150,7 @@ def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, t
     args = learn_args(recipe, tmp_path)
     assert check(recipe, args) == []
     cfg = compose(recipe, args)
-    assert cfg.reward.custom_reward_function.path == own_reward(recipe).path != "pkg://verl_recipes.runtime.rewards.smoke"
+    assert cfg.reward.custom_reward_function.path == own_reward(recipe).path != "pkg://verl_recipes.rewards.smoke"
     assert cfg.actor_rollout_ref.rollout.val_kwargs.do_sample is False and cfg.trainer.val_before_train
 
 

@@ -1,5 +1,6 @@
 """The package cannot be shadowed: verl 0.9.1's wheel installs top-level `scripts` and `tests` packages, so our code
-lives in `verl_recipes`, installed editable by `make setup`. From any directory, with PYTHONPATH unset, every module
+lives in `verl_recipes`, installed editable by `make setup`, with the top-level rewards/ and agents/ folders mapped to
+`verl_recipes.rewards` and `verl_recipes.agents` (pyproject.toml). From any directory, with PYTHONPATH unset, every module
 that a composed recipe names (reward functions, tool classes, hooks, reward managers, dataset classes) must import
 from this repository's files, as verl's Ray workers import them."""
 
@@ -45,8 +46,8 @@ def modules() -> set[str]:
 
 @pytest.mark.slow
 def test_every_named_module_imports_from_this_repository_anywhere(modules, tmp_path):
-    assert {"verl_recipes.runtime.rewards.math", "verl_recipes.runtime.tools.code_interpreter",
-            "verl_recipes.runtime.freeze_vision", "verl_recipes.runtime.rewards.smoke"} <= modules, modules
+    assert {"verl_recipes.rewards.math", "verl_recipes.agents.code_interpreter",
+            "verl_recipes.runtime.freeze_vision", "verl_recipes.rewards.smoke"} <= modules, modules
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     program = ("import importlib, json, sys; "
                "print(json.dumps({m: importlib.import_module(m).__file__ for m in sys.argv[1:]}))")
@@ -54,8 +55,11 @@ def test_every_named_module_imports_from_this_repository_anywhere(modules, tmp_p
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     files = json.loads(done.stdout.splitlines()[-1])
-    outside = {m: f for m, f in files.items() if not os.path.realpath(f).startswith(str(REPO / "verl_recipes") + os.sep)}
+    homes = tuple(str(REPO / folder) + os.sep for folder in ("verl_recipes", "rewards", "agents"))
+    outside = {m: f for m, f in files.items() if not os.path.realpath(f).startswith(homes)}
     assert not outside, f"imported from outside {REPO}: {outside}"
+    assert files["verl_recipes.rewards.math"] == str(REPO / "rewards/math.py")
+    assert files["verl_recipes.agents.code_interpreter"] == str(REPO / "agents/code_interpreter.py")
 
 
 def test_verl_installs_the_names_we_left():
@@ -70,14 +74,16 @@ def test_verl_installs_the_names_we_left():
 
 @pytest.mark.slow
 def test_the_runtime_part_imports_nothing_else_of_the_package(tmp_path):
-    """A cluster job ships verl_recipes/runtime alone: importing every runtime module must not pull the rest in."""
+    """A cluster job ships verl_recipes/runtime, rewards/ and agents/ alone: importing every module of them must not
+    pull the rest of the package in."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    runtime = sorted(".".join(p.relative_to(REPO).with_suffix("").parts)
-                     for p in (REPO / "verl_recipes/runtime").rglob("*.py") if p.name != "__init__.py"
-                     and p.name != "sandbox_child.py")
+    shipped = {"verl_recipes/runtime": "verl_recipes.runtime", "rewards": "verl_recipes.rewards",
+               "agents": "verl_recipes.agents"}
+    runtime = sorted(f"{package}.{p.stem}" for folder, package in shipped.items()
+                     for p in (REPO / folder).glob("*.py") if p.name not in ("__init__.py", "sandbox_child.py"))
     program = ("import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]; "
-               "print(sorted(m for m in sys.modules if m.startswith('verl_recipes') "
-               "and not m.startswith('verl_recipes.runtime') and m != 'verl_recipes'))")
+               "print(sorted(m for m in sys.modules if m.startswith('verl_recipes') and m != 'verl_recipes' "
+               f"and not m.startswith({tuple(shipped.values())!r})))")
     done = subprocess.run([sys.executable, "-c", program, *runtime], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -102,3 +108,15 @@ def test_the_readme_layout_table_matches_the_tree():
     packages = {str(p.parent.relative_to(REPO)) for p in (REPO / "verl_recipes").glob("*/__init__.py")}
     missing = {d for d in top | packages if not any(n == d or n.startswith(d + "/") for n in named)}
     assert not missing, f"README layout table does not name {sorted(missing)}"
+
+
+def test_pyproject_installs_every_package_of_the_tree():
+    """pyproject lists the packages by hand (package-dir cannot be combined with find): a new subpackage of
+    verl_recipes/ missing from the list would be left out of a non-editable install."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    tree = {"verl_recipes"} | {f"verl_recipes.{p.parent.name}" for p in (REPO / "verl_recipes").glob("*/__init__.py")}
+    mapped = setuptools["package-dir"]
+    assert mapped == {"verl_recipes.rewards": "rewards", "verl_recipes.agents": "agents"}
+    assert all((REPO / folder / "__init__.py").is_file() for folder in mapped.values())
+    assert set(setuptools["packages"]) == tree | set(mapped)

@@ -1,4 +1,4 @@
-"""verl_recipes.runtime.rewards.retool (tool-use shaping) and verl_recipes.runtime.rewards.deepeyes (rules and LLM judge against a local server)."""
+"""verl_recipes.rewards.retool (tool-use shaping) and verl_recipes.rewards.deepeyes (rules and LLM judge against a local server)."""
 
 import json
 import socket
@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from verl_recipes.runtime.rewards import deepeyes, retool
-from verl_recipes.runtime.rewards.deepeyes import answers_match, final_answer
-from verl_recipes.runtime.rewards.grading import grade
+from verl_recipes.rewards import deepeyes, retool
+from verl_recipes.rewards.deepeyes import answers_match, final_answer
+from verl_recipes.rewards.grading import grade
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -291,9 +291,9 @@ def test_judge_without_settings_is_a_clear_error(monkeypatch):
 @pytest.mark.parametrize(
     ("path", "name", "kwargs"),
     [
-        ("pkg://verl_recipes.runtime.rewards.retool", "compute_score", {}),
-        ("pkg://verl_recipes.runtime.rewards.deepeyes", "compute_score", {}),
-        ("pkg://verl_recipes.runtime.rewards.deepeyes", "compute_score_judge", {"judge_url": "http://127.0.0.1:9/v1", "judge_model": "m"}),
+        ("pkg://verl_recipes.rewards.retool", "compute_score", {}),
+        ("pkg://verl_recipes.rewards.deepeyes", "compute_score", {}),
+        ("pkg://verl_recipes.rewards.deepeyes", "compute_score_judge", {"judge_url": "http://127.0.0.1:9/v1", "judge_model": "m"}),
     ],
 )
 def test_loads_the_way_verl_does_and_returns_numbers(path, name, kwargs):

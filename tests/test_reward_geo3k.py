@@ -1,12 +1,12 @@
-"""verl_recipes.runtime.rewards.geo3k: 0.9 * acc + 0.1 * format, numeric acc for DAPO's filter, bounded time."""
+"""verl_recipes.rewards.geo3k: 0.9 * acc + 0.1 * format, numeric acc for DAPO's filter, bounded time."""
 
 import time
 
 import pytest
 from omegaconf import OmegaConf
 
-from verl_recipes.runtime.rewards.geo3k import compute_score
-from verl_recipes.runtime.rewards.grading import grade
+from verl_recipes.rewards.geo3k import compute_score
+from verl_recipes.rewards.grading import grade
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,7 +61,7 @@ def test_dapo_filter_reads_numeric_acc_the_way_verl_loads_it():
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     config = OmegaConf.create(
-        {"reward": {"custom_reward_function": {"path": "pkg://verl_recipes.runtime.rewards.geo3k", "name": "compute_score"}}}
+        {"reward": {"custom_reward_function": {"path": "pkg://verl_recipes.rewards.geo3k", "name": "compute_score"}}}
     )
     reward_fn = get_custom_reward_fn(config)
     results = [

@@ -1,4 +1,4 @@
-"""verl_recipes.runtime.rewards.math and the shared verl_recipes.runtime.rewards.grading: extraction, equivalence, time bounds, threads, verl contract."""
+"""verl_recipes.rewards.math and the shared verl_recipes.rewards.grading: extraction, equivalence, time bounds, threads, verl contract."""
 
 import asyncio
 import threading
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from verl_recipes.runtime.rewards.grading import MAX_ANSWER_CHARS, extract_last_boxed, grade
-from verl_recipes.runtime.rewards.math import compute_score
+from verl_recipes.rewards.grading import MAX_ANSWER_CHARS, extract_last_boxed, grade
+from verl_recipes.rewards.math import compute_score
 
 TIME_BOUND_S = 5.0  # promised: timeout_s (3 s) plus slack for killing the worker
 
@@ -204,9 +204,9 @@ def test_loads_and_runs_the_way_verl_calls_it():
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.utils.import_utils import load_extern_object
 
-    assert load_extern_object("pkg://verl_recipes.runtime.rewards.math", "compute_score") is compute_score
+    assert load_extern_object("pkg://verl_recipes.rewards.math", "compute_score") is compute_score
     config = OmegaConf.create(
-        {"reward": {"custom_reward_function": {"path": "pkg://verl_recipes.runtime.rewards.math", "name": "compute_score"}}}
+        {"reward": {"custom_reward_function": {"path": "pkg://verl_recipes.rewards.math", "name": "compute_score"}}}
     )
     reward_fn = get_custom_reward_fn(config)
     extra_info = {"index": 3, "num_turns": np.int32(2), "rollout_reward_scores": {}}

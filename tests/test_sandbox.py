@@ -1,4 +1,4 @@
-"""The local sandbox's contract (verl_recipes/runtime/tools/sandbox.py): results, limits, modes and concurrency.
+"""The local sandbox's contract (agents/sandbox.py): results, limits, modes and concurrency.
 Hostile code is in tests/test_sandbox_security.py."""
 
 import asyncio
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from verl_recipes.runtime.tools import sandbox_cgroup
-from verl_recipes.runtime.tools.sandbox import (
+from verl_recipes.agents import sandbox_cgroup
+from verl_recipes.agents.sandbox import (
     NAMESPACE_HELP,
     BoundedRunner,
     LocalSandbox,
@@ -24,7 +24,7 @@ from verl_recipes.runtime.tools.sandbox import (
     SandboxResult,
     SandboxUnavailableError,
 )
-from verl_recipes.runtime.tools.sandbox_child import NAMESPACE_ERROR
+from verl_recipes.agents.sandbox_child import NAMESPACE_ERROR
 
 LIMITS = SandboxLimits(wall_time_s=3.0, cpu_time_s=2, memory_mb=256, max_output_bytes=4096, max_disk_mb=8)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -280,11 +280,15 @@ def _world_readable(path):
     reason="needs root, setpriv and a system python to start an unprivileged trainer",
 )
 def test_unprivileged_trainer_gets_a_user_namespace():
-    if not _world_readable(os.path.join(REPO, "verl_recipes")) or os.path.realpath("/usr/bin/python3") == sys.executable:
+    agents = os.path.join(REPO, "agents")
+    if not _world_readable(agents) or os.path.realpath("/usr/bin/python3") == sys.executable:
         pytest.skip("the repo or a separate system python is not reachable by an unprivileged user")
-    script = (
-        f"import sys; sys.path.insert(0, {REPO!r})\n"
-        "from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits\n"
+    script = (  # the system python has no install of ours: map agents/ to verl_recipes.agents as pyproject does
+        f"import importlib.util, sys; sys.path.insert(0, {REPO!r})\n"
+        f"spec = importlib.util.spec_from_file_location('verl_recipes.agents', {agents + '/__init__.py'!r}, "
+        f"submodule_search_locations=[{agents!r}])\n"
+        "sys.modules['verl_recipes.agents'] = importlib.util.module_from_spec(spec)\n"
+        "from verl_recipes.agents.sandbox import LocalSandbox, SandboxLimits\n"
         "r = LocalSandbox(SandboxLimits(wall_time_s=2, cpu_time_s=1), site_packages=False).run(\n"
         "    'import os; print(os.getuid(), os.getpid(), sorted(os.listdir(\".\")))')\n"
         "print(r.status, r.stdout, r.stderr)"

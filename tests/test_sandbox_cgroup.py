@@ -1,4 +1,4 @@
-"""Where the local sandbox puts its run cgroups and what it writes there (verl_recipes/runtime/tools/sandbox_cgroup.py),
+"""Where the local sandbox puts its run cgroups and what it writes there (agents/sandbox_cgroup.py),
 on a fake cgroup file system: the CI host has cgroup v1, so v2 is checked here (the real thing runs in
 tests/test_sandbox_kernel.py)."""
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from verl_recipes.runtime.tools import sandbox_cgroup
-from verl_recipes.runtime.tools.sandbox_cgroup import CgroupsUnavailableError, find_cgroups
+from verl_recipes.agents import sandbox_cgroup
+from verl_recipes.agents.sandbox_cgroup import CgroupsUnavailableError, find_cgroups
 
 
 def _v2_host(root, own_subtree="", parent_subtree="", offered="cpuset cpu io memory pids"):

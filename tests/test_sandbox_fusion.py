@@ -1,4 +1,4 @@
-"""The SandboxFusion client (verl_recipes/runtime/tools/sandbox_fusion.py) against a fake server on 127.0.0.1."""
+"""The SandboxFusion client (agents/sandbox_fusion.py) against a fake server on 127.0.0.1."""
 
 import json
 import socket
@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from verl_recipes.runtime.tools.sandbox import SandboxLimits, SandboxUnavailableError
-from verl_recipes.runtime.tools.sandbox_fusion import SandboxFusionClient
+from verl_recipes.agents.sandbox import SandboxLimits, SandboxUnavailableError
+from verl_recipes.agents.sandbox_fusion import SandboxFusionClient
 
 LIMITS = SandboxLimits(wall_time_s=2.0, memory_mb=512, max_output_bytes=100)
 

@@ -1,4 +1,4 @@
-"""The local sandbox's kernel layer on its own (verl_recipes/runtime/tools/sandbox.py): every attack here runs with
+"""The local sandbox's kernel layer on its own (agents/sandbox.py): every attack here runs with
 the CPython audit hook left out (`audit_hook=False`), as if the model had got around it, so what stops it is the
 namespaces, the jail, the per-run uid, the rlimits and the run's cgroup. The figures in recipes/retool-qwen25-7b/
 README.md (The code sandbox) come from these tests.
@@ -14,8 +14,8 @@ import time
 import psutil
 import pytest
 
-from verl_recipes.runtime.tools import sandbox_cgroup
-from verl_recipes.runtime.tools.sandbox import (
+from verl_recipes.agents import sandbox_cgroup
+from verl_recipes.agents.sandbox import (
     RUN_PREFIX,
     LocalSandbox,
     SandboxLimits,
@@ -151,7 +151,7 @@ def test_a_run_dies_with_its_owner(kernel_only, tmp_path, monkeypatch, launcher_
     the jail directory and the run's cgroups, within seconds. If the launcher is SIGKILLed too (a killed process
     group, a node-wide OOM), nothing removes them until the next sandbox starts."""
     owner_code = (
-        "from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits\n"
+        "from verl_recipes.agents.sandbox import LocalSandbox, SandboxLimits\n"
         "box = LocalSandbox(SandboxLimits(wall_time_s=600, cpu_time_s=600), audit_hook=False, site_packages=False)\n"
         "box.run('import os, time\\nos.fork()\\ntime.sleep(600)')\n"
     )

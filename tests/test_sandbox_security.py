@@ -1,4 +1,4 @@
-"""Hostile code against the local sandbox (verl_recipes/runtime/tools/sandbox.py): every case must end inside its limits
+"""Hostile code against the local sandbox (agents/sandbox.py): every case must end inside its limits
 with a clear result, leave nothing behind, and leave the calling process working.
 
 All cases run once, concurrently, in a module fixture (that is also the concurrency test of a mix of
@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxLimits, SandboxUnavailableError
+from verl_recipes.agents.sandbox import LocalSandbox, SandboxLimits, SandboxUnavailableError
 
 LIMITS = SandboxLimits(
     wall_time_s=3.0,

@@ -73,3 +73,13 @@ def test_the_fully_async_run_passes_with_its_one_step_metrics_lag():
     assert gates.evaluate(steps, 2, async_gates, lag=entrypoints.get(catalog.get(
         "qwen25-7b-grpo", variant="async").entrypoint).metrics_lag) == []
     assert any("step 1: metric 'actor/grad_norm' is missing" in f for f in gates.evaluate(steps, 2, async_gates))
+
+
+def test_a_logger_list_without_the_file_logger_is_refused_with_the_fix():
+    from verl_recipes import catalog
+    from verl_recipes.check.recipe import check
+
+    errors = check(catalog.get("qwen25-7b-grpo"), "trainer.logger=[console,wandb]")
+    assert len(errors) == 1 and "'trainer.logger' = ['console', 'wandb'] has no 'file'" in errors[0]
+    assert "use trainer.logger=[console,wandb,file]" in errors[0]
+    assert check(catalog.get("qwen25-7b-grpo"), "trainer.logger=[console,wandb,file]") == []

@@ -44,7 +44,7 @@ def _sample(folder: Path, ids: list[int], seed: int) -> list[int]:
 def test_taught_model_writes_the_cards_call_that_verl_parses(taught_retool):
     folder = taught_retool / "model"
     rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/aime2024.parquet").to_dict("records")[:8]
-    examples = teach.Examples(folder, tool_schemas(REPO / "verl_recipes/runtime/tools/code_interpreter.yaml"))
+    examples = teach.Examples(folder, tool_schemas(REPO / "agents/code_interpreter.yaml"))
     call = RETOOL.card_value("tiny_tool_call")
     parser = ToolParser.get_tool_parser("hermes", examples.tok)
     calls, answers = 0, 0
@@ -63,7 +63,7 @@ def test_agent_prompts_with_their_tool_schemas_fit_the_tiny_budget(taught_retool
     for recipe, folder, rows, tool in [(RETOOL, taught_retool / "model", retool_rows, "code_interpreter"),
                                        (DEEPEYES, vl_folder, deepeyes_rows, "image_zoom")]:
         cfg = compose(recipe, overlay_args(recipe, True, str(folder)))
-        examples = teach.Examples(folder, tool_schemas(REPO / f"verl_recipes/runtime/tools/{tool}.yaml"))
+        examples = teach.Examples(folder, tool_schemas(REPO / f"agents/{tool}.yaml"))
         lengths = [len(examples.prompt(row)[0]) for row in rows]
         assert max(lengths) <= cfg.data.max_prompt_length, (recipe.label, lengths)
 
@@ -76,6 +76,6 @@ def test_deepeyes_tiny_rows_have_the_prepared_layout():
 
 
 def test_a_call_to_a_tool_the_recipe_lacks_is_refused(tmp_path):
-    schemas = tool_schemas(REPO / "verl_recipes/runtime/tools/code_interpreter.yaml")
+    schemas = tool_schemas(REPO / "agents/code_interpreter.yaml")
     with pytest.raises(ValueError, match="tiny_tool_call names tool 'python'; the recipe's tools are"):
         teach.teach(tmp_path, [], schemas, {"name": "python", "arguments": {}})

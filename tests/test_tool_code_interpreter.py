@@ -1,4 +1,4 @@
-"""The verl `code_interpreter` tool (verl_recipes/runtime/tools/code_interpreter.py)."""
+"""The verl `code_interpreter` tool (agents/code_interpreter.py)."""
 
 import asyncio
 import json
@@ -8,14 +8,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-from verl_recipes.runtime.tools.code_interpreter import (
+from verl_recipes.agents.code_interpreter import (
     CodeInterpreterTool,
     extract_code,
     format_result,
     print_last_expression,
 )
-from verl_recipes.runtime.tools.sandbox import LocalSandbox, SandboxResult, SandboxUnavailableError
-from verl_recipes.runtime.tools.sandbox_fusion import SandboxFusionClient
+from verl_recipes.agents.sandbox import LocalSandbox, SandboxResult, SandboxUnavailableError
+from verl_recipes.agents.sandbox_fusion import SandboxFusionClient
 
 SCHEMA = OpenAIFunctionToolSchema.model_validate(
     {

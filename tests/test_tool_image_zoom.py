@@ -1,4 +1,4 @@
-"""The verl `image_zoom_in_tool` (verl_recipes/runtime/tools/image_zoom.py)."""
+"""The verl `image_zoom_in_tool` (agents/image_zoom.py)."""
 
 import asyncio
 import base64
@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 from verl.tools.schemas import OpenAIFunctionToolSchema
 
-from verl_recipes.runtime.tools.image_zoom import BboxError, ImageZoomInTool, crop_box, load_image, smart_resize
+from verl_recipes.agents.image_zoom import BboxError, ImageZoomInTool, crop_box, load_image, smart_resize
 
 SCHEMA = OpenAIFunctionToolSchema.model_validate(
     {

@@ -12,7 +12,7 @@ from PIL import Image
 from verl_recipes import catalog
 from verl_recipes.check.passthrough import check as open_dict_errors
 from verl_recipes.compose import compose, flatten
-from verl_recipes.runtime.rewards.geo3k import compute_score
+from verl_recipes.rewards.geo3k import compute_score
 from verl_recipes.smoke import tiny_vl
 
 DAPO = "qwen25-vl-7b-geo3k-dapo"
@@ -57,7 +57,7 @@ def test_dapo_recipe_holds_the_dapo_objective_frozen_vision_and_image_limits(spe
     assert (cfg.reward.reward_manager.name, reward_kwargs.overlong_buffer_cfg.enable) == ("dapo", True)
     assert reward_kwargs.max_resp_len == cfg.data.max_response_length
     assert 0 < reward_kwargs.overlong_buffer_cfg.len < reward_kwargs.max_resp_len
-    assert cfg.reward.custom_reward_function.path == "pkg://verl_recipes.runtime.rewards.geo3k"
+    assert cfg.reward.custom_reward_function.path == "pkg://verl_recipes.rewards.geo3k"
     # the freeze that works (the 0.9.1 key stays at its default: make check rejects it)
     assert (cfg.actor_rollout_ref.model.external_lib, actor.strategy) == ("verl_recipes.runtime.freeze_vision", "fsdp2")
     assert actor.freeze_vision_tower is False

@@ -11,6 +11,7 @@ Layout:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -83,6 +84,12 @@ class Recipe:
         return own.get(key, self.card.get(key, default))
 
     @property
+    def published(self) -> bool:
+        """Published recipes are held to their pins and explain every deviation from upstream; a `make cp` copy is
+        not (card `published: false`) until `make <name>-publish`."""
+        return self.card.get("published", True) is not False
+
+    @property
     def entrypoint(self) -> str:
         return self.card_value("entrypoint", DEFAULT_ENTRYPOINT)
 
@@ -118,8 +125,10 @@ def names() -> list[str]:
 def versions(name: str) -> list[str]:
     folder = recipes_dir() / name
     if not folder.is_dir():
+        close = difflib.get_close_matches(name, names(), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
         known = ", ".join(names()) or "none"
-        raise RecipeError(f"no recipe '{name}' under recipes/ (known: {known}); `make list` shows them all")
+        raise RecipeError(f"no recipe '{name}' under recipes/ ({hint}known: {known}); `make list` shows them all")
     found = [p.name for p in folder.iterdir() if p.is_dir() and re.fullmatch(r"v\d+", p.name)]
     if not found:
         raise RecipeError(f"recipes/{name}/ has no version folder (v1, v2, ...)")

@@ -59,7 +59,7 @@ def cmd_check(ns) -> int:
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     failed = 0
-    names = sorted({r.name for r, label, args in runs if not label and not args})
+    names = sorted({r.name for r, label, args in runs if not label and not args and r.published})
     for name in names:  # each README's generated "differs from upstream" section is current
         problem = parity.readme_problem(name)
         failed += bool(problem)
@@ -68,10 +68,11 @@ def cmd_check(ns) -> int:
             print(f"      {problem}")
     for recipe, label, args in runs:
         errors = check(recipe, args)
-        if not label and not args:  # the recipe as published: its pin, and every deviation from upstream explained
+        if not label and not args and recipe.published:  # its pin, and every deviation from upstream explained
             errors += [f"{recipe.label}: {e}" for e in pins.drift(recipe) + parity.unexplained(recipe)]
+        unpublished = " (unpublished copy: no pin, deviations not enforced)" if not label and not recipe.published else ""
         failed += bool(errors)
-        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}")
+        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}{unpublished}")
         for error in errors:
             print(f"      {error}")
     print(f"{len(runs) + len(names) - failed} proven, {failed} failed against verl {catalog_verl()}")
@@ -139,13 +140,14 @@ def cmd_learn(ns) -> int:
 
 
 def cmd_pin(ns) -> int:
-    from verl_recipes import pins
+    from verl_recipes import parity, pins
 
-    recipes = catalog.all_recipes() if ns.name == "all" else [r for r in catalog.all_recipes() if r.name == ns.name]
+    if ns.name != "all":
+        catalog.versions(ns.name)  # an unknown name is refused, listing the known ones
+    # unpublished copies (make cp) have no pins until `make <name>-publish`
+    recipes = [r for r in catalog.all_recipes() if r.published and ns.name in ("all", r.name)]
     if not recipes:
-        raise RecipeError(f"no recipe '{ns.name}' under recipes/ (known: {', '.join(catalog.names())})")
-    from verl_recipes import parity
-
+        raise RecipeError(f"recipes/{ns.name} is an unpublished copy: `make {ns.name}-publish` pins it")
     changed = pins.pin(recipes)
     for path in changed:
         print(f"pinned {path.relative_to(catalog.root())}")
@@ -167,7 +169,15 @@ def cmd_upstream(ns) -> int:
               + (f"{d.reason} [{d.where}]" if d.reason else "UNEXPLAINED: add `# deviation: <why>` where it is set"))
     unexplained = sum(d.reason is None for d in found)
     print(f"{len(found)} deviation(s), {unexplained} unexplained")
-    return 1 if unexplained else 0
+    source = recipe.card.get("derived_from")
+    if recipe.published or not source:
+        return 1 if unexplained else 0
+    from verl_recipes.recipe_diff import changes, report
+
+    print(f"edits of this copy against {source}, for information (unpublished: `make {recipe.name}-publish` makes an "
+          f"unexplained deviation an error):")
+    print("\n".join(f"  {line}" for line in report(changes(catalog.parse(source), recipe))))
+    return 0
 
 
 def cmd_cp(ns) -> int:
@@ -179,15 +189,30 @@ def cmd_cp(ns) -> int:
     return 0
 
 
-def cmd_diff(ns) -> int:
-    from verl_recipes.compose import compose, flatten
+def cmd_publish(ns) -> int:
+    from verl_recipes.copy_recipe import publish
 
-    a, b = (flatten(compose(catalog.parse(s), naming=False)) for s in (ns.a, ns.b))
-    changed = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
-    for key in changed:
-        print(f"{key}: {a.get(key, '<absent>')!r} -> {b.get(key, '<absent>')!r}")
-    print(f"{len(changed)} key(s) differ")
+    for path in publish(ns.name):
+        print(f"wrote {path.relative_to(catalog.root())}")
+    print(f"{ns.name} is published: `make check` now holds it to its pins and fails an unexplained deviation from "
+          f"the published run (make {ns.name}-upstream lists them; add `# deviation: <why>` beside each key)")
     return 0
+
+
+def cmd_diff(ns) -> int:
+    from verl_recipes.recipe_diff import changes, report
+
+    print("\n".join(report(changes(catalog.parse(ns.a), catalog.parse(ns.b)))))
+    return 0
+
+
+def cmd_target(ns) -> int:
+    """A make target the Makefile does not have: the recipe it names (less a per-recipe suffix) is unknown."""
+    from verl_recipes.copy_recipe import make_targets
+
+    suffix = next((s for s in sorted(make_targets()[1], key=len, reverse=True) if ns.target.endswith(s)), "")
+    catalog.versions(ns.target.removesuffix(suffix) if suffix else ns.target)  # raises, naming the known recipes
+    raise RecipeError(f"`make {ns.target}`: no such target; `make help` lists them")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("source", help="name[/vN][:variant]")
     p.add_argument("new_name")
     p.set_defaults(fn=cmd_cp)
+    p = sub.add_parser("publish", help="hold a `make cp` copy to the rules of a published recipe: pins, deviations")
+    p.add_argument("name", help="recipe folder name")
+    p.set_defaults(fn=cmd_publish)
+    p = sub.add_parser("target", help="explain a make target the Makefile does not have (make's .DEFAULT)")
+    p.add_argument("target")
+    p.set_defaults(fn=cmd_target)
     p = sub.add_parser("diff", help="keys that differ between two composed recipes")
     p.add_argument("a", help="name[/vN][:variant]")
     p.add_argument("b", help="name[/vN][:variant]")

@@ -13,12 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_recipes import entrypoints
 from verl_recipes.catalog import REPO, Recipe, RecipeError
-from verl_recipes.check.preflight import cluster_gpu_problems, node_plan
+from verl_recipes.check.preflight import SHIPPED, cluster_gpu_problems, node_plan
 from verl_recipes.compose import to_yaml
 from verl_recipes.runtime import node_check
 
-# What a job ships of the repo: the runtime part of the package, which is all verl's workers import.
-RUNTIME = ("verl_recipes/__init__.py", "verl_recipes/runtime")
 MAX_SHIPPED_FILE_MB = 20  # a job ships code and configs to every node; weights and data stay on shared storage
 JOB = "job"  # in the run folder: the job's working_dir
 CONFIG_NAME = "config"  # the job's resolved config, config.yaml in its working_dir
@@ -92,10 +90,11 @@ def _map_strings(node, fn):
 def job_config(cfg: DictConfig) -> DictConfig:
     """The config as the job runs it: paths into the shipped folders become relative to the job's working dir,
     where every worker starts (verl resolves relative tool configs there: utils/import_utils.py)."""
-    prefixes = tuple(f"{REPO}/{name}/" for name in RUNTIME)
-
     def relative(value: str) -> str:
-        return value[len(f"{REPO}/"):] if value.startswith(prefixes) else value
+        for source, target in SHIPPED.items():
+            if value.startswith(f"{REPO}/{source}/"):
+                return target + value[len(f"{REPO}/{source}"):]
+        return value
 
     return OmegaConf.create(_map_strings(OmegaConf.to_container(cfg, resolve=True), relative))
 
@@ -105,15 +104,15 @@ def _refuse_big_files(folder: str, names: list[str]) -> set[str]:
         path = Path(folder) / name
         if path.is_file() and path.stat().st_size > MAX_SHIPPED_FILE_MB * 2**20:
             raise RecipeError(f"{path} is {path.stat().st_size / 2**20:.0f} MiB: a cluster job copies "
-                              f"{', '.join(RUNTIME)} to every node, so keep weights and data out of it")
+                              f"{', '.join(SHIPPED)} to every node, so keep weights and data out of it")
     return {name for name in names if name == "__pycache__" or name.endswith(".pyc")}
 
 
 def pack_job(cfg: DictConfig, run_dir: Path, plan: dict) -> Path:
     """Write run_dir/job/: the runtime part of the package, the job's config and the node-check plan."""
     job = run_dir / JOB
-    for name in RUNTIME:
-        source, target = REPO / name, job / name
+    for name, shipped in SHIPPED.items():
+        source, target = REPO / name, job / shipped
         if source.is_dir():
             shutil.copytree(source, target, ignore=_refuse_big_files)
         else:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_recipes import cold_start, entrypoints, resume
 from verl_recipes.catalog import REPO, Recipe, RecipeError
+from verl_recipes.check.files import data_files
 from verl_recipes.check.preflight import (
     attention_fallback,
     attention_path,
@@ -45,6 +46,7 @@ class Plan:
     launch_dir: Path
     cluster: str = ""
     data: list[str] = field(default_factory=list)  # datasets that are missing and will be prepared
+    unused_data: list[str] = field(default_factory=list)  # the card's datasets the config does not read
 
     @property
     def command(self) -> list[str]:
@@ -55,16 +57,24 @@ class Plan:
         return [
             f"[launch] {self.recipe.label}: {self.decision.note}",
             f"[launch] config: {self.launch_dir / 'config.yaml'} (run folder {self.decision.run_dir})",
-            f"[launch] data to prepare: {', '.join(self.data) if self.data else 'none (all present)'}",
+            f"[launch] data to prepare: {', '.join(self.data) if self.data else 'none'}"
+            + (f" (the card's {', '.join(self.unused_data)} not prepared: data.train_files/val_files name other "
+               f"files)" if self.unused_data else "" if self.data else " (all present)"),
             f"[launch] {attention_path(self.cfg)}",
             f"[launch] {where}: {' '.join(self.command)}",
         ]
 
 
-def missing_data(recipe: Recipe) -> list[str]:
+def card_data(recipe: Recipe, cfg: DictConfig) -> tuple[list[str], list[str]]:
+    """(the card's datasets to prepare, those the config does not read). A dataset is prepared only when
+    data.train_files/val_files name one of its files and one is missing: with ARGS="data.train_files=..." for your
+    own files, the card's dataset is neither downloaded nor needed."""
     from verl_recipes.data.prepare import outputs
 
-    return [d for d in recipe.card_value("data", []) if not all(p.exists() for p in outputs(d))]
+    read = {file for key in ("train_files", "val_files") for file in data_files(cfg.data[key])}
+    used = [d for d in recipe.card_value("data", []) if read & {str(p) for p in outputs(d)}]
+    unused = [d for d in recipe.card_value("data", []) if d not in used]
+    return [d for d in used if not all(p.exists() for p in outputs(d))], unused
 
 
 def prepare_data(datasets: list[str]) -> None:
@@ -134,7 +144,7 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
     fallback = None if cluster else attention_fallback(cfg)  # a cluster job's nodes are checked by node_check
     if fallback:
         print(f"[launch] flash-attn is not installed here: adding +configs/attention={fallback} "
-              f"(install verl[flash-attn-cu130torch211] for verl's own kernels)", flush=True)
+              f"(pip install -r requirements/gpu-flash-attn.txt for verl's own kernels)", flush=True)
         args = [*args, f"+configs/attention={fallback}"]
         cfg = compose(recipe, args)
     errors = check(recipe, args)
@@ -154,7 +164,7 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))
     cfg = compose(recipe, [*args, *decision.overrides()])
-    return Plan(recipe, args, cfg, decision, launch_dir, cluster, missing_data(recipe))
+    return Plan(recipe, args, cfg, decision, launch_dir, cluster, *card_data(recipe, cfg))
 
 
 def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "", mode: str = "auto",

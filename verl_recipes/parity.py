@@ -43,9 +43,9 @@ BY_DESIGN = {
     "trainer.logger": "console + file by default (the smoke gates and reports read the file); configs/logging/* add "
                       "wandb, tensorboard or mlflow",
     "trainer.rollout_data_dir": "set per run by the user",
-    "reward.custom_reward_function.path": "our time-bounded rewards (verl_recipes/runtime/rewards) replace verl's and "
+    "reward.custom_reward_function.path": "our time-bounded rewards (rewards/) replace verl's and "
                                           "verl-recipe's reward modules",
-    "actor_rollout_ref.rollout.multi_turn.tool_config_path": "our tools (verl_recipes/runtime/tools) replace the ones "
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path": "our tools (agents/) replace the ones "
                                                              "verl 0.8 deleted",
 }
 
@@ -66,6 +66,10 @@ def upstream_file(recipe: Recipe) -> Path:
 def reference(recipe: Recipe) -> dict:
     """The upstream record of the recipe (or its variant), `extends` resolved: {source, result, settings, ...}."""
     path = upstream_file(recipe)
+    if not path.is_file() and not recipe.published:  # an unpublished `make cp` copy inherits its source's record
+        from verl_recipes import catalog
+
+        return reference(catalog.parse(recipe.card["derived_from"]))
     if not path.is_file():
         raise RecipeError(f"{path.relative_to(root())} is missing: record the published run this version reproduces")
     data = yaml.safe_load(path.read_text()) or {}

@@ -4,7 +4,8 @@
 # Each pair builds its folder (tiny model, task data, warm-up on the GPU) under /tmp/learn, runs
 # `python -m verl_recipes learn`, and copies learn.json, learn.png and the metrics to $OUT when it is set.
 set -uo pipefail
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
+source "$(dirname "$0")/checkout_path.sh"
+export RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
 status=0
 while [ $# -ge 2 ]; do
   recipe=$1 control=$2; shift 2

@@ -4,7 +4,8 @@
 # (async variants take two GPUs: their cards' tiny_overlay gives the trainer and the rollout one each)
 # Copies each run's smoke.json, metrics and config to $OUT when it is set.
 set -uo pipefail
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
+source "$(dirname "$0")/checkout_path.sh"
+export RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
 status=0
 while [ $# -ge 2 ]; do
   recipe=$1 tiny=$2; shift 2

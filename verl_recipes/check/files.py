@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, ListConfig
 
-from verl_recipes.catalog import Recipe, model_config_dir
+from verl_recipes.catalog import Recipe, hf_config, model_config_dir
+from verl_recipes.check.data_columns import GUIDE, column_problems
 
 
 def _import_object(path: str, name: str | None, what: str) -> list[str]:
@@ -61,7 +62,8 @@ def _check_tool_config(path: str) -> list[str]:
     return errors
 
 
-def _data_files(value) -> list[str]:
+def data_files(value) -> list[str]:
+    """The files of `data.train_files` or `data.val_files`: one path or a list of paths."""
     return [str(v) for v in value] if isinstance(value, (list, ListConfig)) else [str(value)]
 
 
@@ -70,11 +72,15 @@ def files_and_imports(cfg: DictConfig, recipe: Recipe) -> list[str]:
 
     errors = []
     prepared = {str(p) for ds in recipe.card_value("data", []) for p in outputs(ds)}
+    vision = "vision_config" in hf_config(cfg.actor_rollout_ref.model.path)
     for key in ("data.train_files", "data.val_files"):
-        for file in _data_files(cfg.data[key.split(".")[1]]):
-            if not Path(file).expanduser().exists() and file not in prepared:
+        for file in data_files(cfg.data[key.split(".")[1]]):
+            path = Path(file).expanduser()
+            if not path.exists() and file not in prepared:
                 errors.append(f"'{key}' = {file}: not found, and no dataset in the card's `data:` list "
                               f"({recipe.card_value('data', [])}) produces it; see verl_recipes/data/")
+            elif path.is_file() and path.suffix == ".parquet":  # reachable: its columns are what verl reads
+                errors += [f"'{key}' = {file}: {p}; {GUIDE}" for p in column_problems(str(path), cfg, vision)]
     models = {"actor_rollout_ref.model.path": cfg.actor_rollout_ref.model.path}
     if cfg.reward.reward_model.enable:
         models["reward.reward_model.model_path"] = cfg.reward.reward_model.model_path

@@ -25,6 +25,17 @@ COMMON = {
 }
 
 
+def logger_errors(loggers) -> list[str]:
+    """`trainer.logger` must keep verl's file logger: the smoke gates, `make runs` and the perf reports read its
+    metrics.jsonl, and a list without it (`[console,wandb]`) would drop the file silently."""
+    chosen = [str(b) for b in loggers or []]
+    if "file" in chosen:
+        return []
+    return [f"'trainer.logger' = {chosen} has no 'file': the smoke gates, make runs and the reports read its "
+            f"metrics.jsonl; use trainer.logger=[{','.join([*chosen, 'file'])}], or a configs/logging fragment "
+            f"(ARGS=\"configs/logging=wandb\" is console, file and wandb)"]
+
+
 def read_metrics(path: Path) -> dict[int, dict]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no metrics file; was trainer.logger given 'file'?")

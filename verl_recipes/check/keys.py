@@ -42,7 +42,7 @@ ACCEPTED_BUT_IGNORED = {
     "reward_model.reward_manager": "reward.reward_manager.name",
     "reward_model.reward_kwargs.": "+reward.reward_kwargs.* (e.g. +reward.reward_kwargs.overlong_buffer_cfg.enable)",
     "reward_model.": "reward.reward_model.* (main_ppo ignores the legacy top-level reward_model block)",
-    "sandbox_fusion.": "reward.sandbox_fusion.* (or our local sandbox in verl_recipes/runtime/tools/)",
+    "sandbox_fusion.": "reward.sandbox_fusion.* (or our local sandbox in agents/)",
     "actor_rollout_ref.actor.freeze_vision_tower": (
         "the fragment configs/vision/frozen (verl 0.9.1 reads freeze_vision_tower nowhere, so the ViT would train)"
     ),

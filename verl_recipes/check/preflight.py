@@ -40,6 +40,12 @@ from verl_recipes.compose import flatten
 from verl_recipes.entrypoints import Pool
 from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, nsys_capture_ranges
 
+# What a cluster job ships of the repo, {repo path: path in the job's working dir}: the runtime part of the package,
+# the rewards and the agents, which is all verl's workers import. rewards/ and agents/ go where their package names
+# put them (pyproject's package-dir), so the job's working dir imports them without an install.
+SHIPPED = {"verl_recipes/__init__.py": "verl_recipes/__init__.py", "verl_recipes/runtime": "verl_recipes/runtime",
+           "rewards": "verl_recipes/rewards", "agents": "verl_recipes/agents"}
+
 GB = 1024**3
 NSYS_GB_PER_RANK_STEP = 1.0
 NSYS_CONTROLLER_GB = 1.0
@@ -111,7 +117,7 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
         needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
     elif cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
         # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
-        needs["flash_attn"] = (f"verl[flash-attn-cu130torch211] (requirements/gpu.txt), or run without it: "
+        needs["flash_attn"] = (f"flash-attn (requirements/gpu-flash-attn.txt), or run without it: "
                                f"ARGS=\"+configs/attention={attention_fragment(cfg)}\" (a local launch adds it itself)")
     loggers = {"wandb": "wandb (configs/logging/wandb)", "tensorboard": "tensorboard (configs/logging/tensorboard)",
                "mlflow": "mlflow (configs/logging/mlflow)"}
@@ -125,7 +131,7 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
 def reward_packages(cfg: DictConfig) -> dict[str, str]:
     """What our math-style rewards' grader workers import. Without them every answer that is not a plain number
     fails its reward call mid-run and the sample is lost (seen on the lent GPU machine, learn run 2026-11-26)."""
-    from verl_recipes.runtime.rewards import grading
+    from verl_recipes.rewards import grading
 
     path = str(cfg.reward.custom_reward_function.get("path") or "")
     if not path.startswith("pkg://"):
@@ -209,6 +215,14 @@ def cluster_gpu_problems(pools: list[Pool], nodes: list[dict], address: str) -> 
 # ---------------------------------------------------------------- what every node of a cluster job proves
 
 
+def checkout_path(job_path: Path) -> Path:
+    """This checkout's file for a path relative to a cluster job's working dir (SHIPPED, in reverse)."""
+    for source, shipped in SHIPPED.items():
+        if job_path.is_relative_to(shipped):
+            return REPO / source / job_path.relative_to(shipped)
+    return REPO / job_path
+
+
 def required_objects(cfg: DictConfig) -> list[str]:
     """`module:attribute` of the reward function and every tool class the config names: what workers import."""
     out = []
@@ -222,7 +236,7 @@ def required_objects(cfg: DictConfig) -> list[str]:
     tool_config = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
     if tool_config:
         path = Path(str(tool_config))
-        path = path if path.is_absolute() else REPO / path  # relative: resolved in the job's copy of the repo
+        path = path if path.is_absolute() else checkout_path(path)  # relative: a path in a cluster job
         for tool in (yaml.safe_load(path.read_text()) or {}).get("tools") or []:
             module, _, cls = str(tool["class_name"]).rpartition(".")
             out.append(f"{module}:{cls}")

@@ -13,6 +13,7 @@ from verl_recipes.catalog import Recipe, RecipeError, hf_config
 from verl_recipes.check.arithmetic import arithmetic_errors
 from verl_recipes.check.async_training import async_errors
 from verl_recipes.check.files import files_and_imports
+from verl_recipes.check.gates import logger_errors
 from verl_recipes.check.keys import unknown_and_ignored_keys
 from verl_recipes.check.layout import layout_errors
 from verl_recipes.check.memory import plan_errors
@@ -42,7 +43,7 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     shape_errors += startup_errors(cfg, entry, model)
     errors += shape_errors
     errors += vision_freeze(cfg) + fused_kernels(cfg) + attention(cfg) + chat_template(cfg)
-    errors += files_and_imports(cfg, recipe)
+    errors += files_and_imports(cfg, recipe) + logger_errors(cfg.trainer.logger)
     errors += typed_configs(cfg)
     errors += passthrough_errors(cfg)
     if not shape_errors:

@@ -1,8 +1,8 @@
 """Every instruction text and tool schema the prepared datasets put into prompts, in one place."""
 
-from pathlib import Path
-
 import yaml
+
+from verl_recipes.catalog import REPO
 
 
 # gsm8k_math (verl examples/data_preprocess/math_dataset.py); appended after a space.
@@ -31,7 +31,7 @@ RETOOL_INSTRUCTION = (
 
 # The tool the ReTool SFT data calls: its schema is read from the RL tool config, the one source of what the model
 # is shown in both stages.
-CODE_INTERPRETER_CONFIG = Path(__file__).resolve().parents[1] / "runtime/tools/code_interpreter.yaml"
+CODE_INTERPRETER_CONFIG = REPO / "agents/code_interpreter.yaml"
 
 
 def code_interpreter_tool() -> dict:

@@ -9,7 +9,7 @@ blocks and a final <answer>...</answer>. Output row:
 - messages: user (question + RETOOL_INSTRUCTION, the same prompt dapo_math_retool uses in RL), then per code
   block an assistant turn (the text before it, tool_calls=[code_interpreter(code)]) and a tool turn (the
   interpreter output), then the final assistant turn (the <answer> tags dropped, the \\boxed{} kept);
-- tools: the code_interpreter schema of the RL tool config (verl_recipes/runtime/tools/code_interpreter.yaml).
+- tools: the code_interpreter schema of the RL tool config (agents/code_interpreter.yaml).
 A code block without interpreter output, an unclosed tag or an empty final answer makes the row bad.
 File: train.parquet.
 """

@@ -11,6 +11,7 @@ Phases checked per GPU (colocated hybrid engine, the 0.9.1 default):
   and a KV cache holding at least one max_prompt_length + max_response_length sequence.
 """
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -325,11 +326,14 @@ def decide(
             f"({largest.gib:.2f} GiB): {largest.advice}"
         )
     if rollout_gib > gpu_memory_gib:
-        max_utilization = (gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib) / gpu_memory_gib
+        utilization = (rollout_gib - actor_resident_gib - CUDA_CONTEXT_NCCL_GIB) / gpu_memory_gib
+        # rounded down: a limit printed as the value already set (0.6996 as 0.70) would advise no change
+        limit = math.floor((gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib) / gpu_memory_gib * 100) / 100
+        lower = (f" or lower {ROLLOUT}.gpu_memory_utilization from {utilization:.2f} to <= {limit:.2f}"
+                 if 0 < limit < utilization else "")
         problems.append(
             f"rollout needs {rollout_gib:.2f} GiB > {gpu_memory_gib:g} GiB; the actor keeps {actor_resident_gib:.2f} "
-            f"GiB next to the vLLM share: set {offload_keys}=True or lower {ROLLOUT}.gpu_memory_utilization "
-            f"to <= {max_utilization:.2f}"
+            f"GiB next to the vLLM share: set {offload_keys}=True{lower}"
         )
     if rollout.concurrent_sequences < 1:
         problems.append(

@@ -15,7 +15,7 @@ from verl_recipes.catalog import REPO
 from verl_recipes.data.prompts import DEEPEYES_SYSTEM
 
 TEMPLATE_FRAGMENT = REPO / "configs/agent/qwen25_vl_tool_chat_template.yaml"
-TOOL_CONFIGS = sorted((REPO / "verl_recipes/runtime/tools").glob("*.yaml"))  # verl tool configs sit beside their code
+TOOL_CONFIGS = sorted((REPO / "agents").glob("*.yaml"))  # verl tool configs sit beside their code
 # the system turns our datasets put in front of tools: the template's default and DeepEyes'
 SYSTEM_PROMPTS = ("You are a helpful assistant.", DEEPEYES_SYSTEM)
 
@@ -51,11 +51,11 @@ def bpe_tokenizer(folder: Path, corpus: list[str], special_tokens: list[str], te
 
 
 def tiny_tokenizer(folder: Path, corpus: list[str], special_tokens: list[str]):
-    """A tokenizer whose corpus also holds what the chat template renders around every tool config in verl_recipes/runtime/tools (the
+    """A tokenizer whose corpus also holds what the chat template renders around every tool config in agents (the
     schemas, the tool instructions, a call), so an agent recipe's prompt fits a tiny prompt budget. Trained twice:
     once to render those texts, once with them."""
     if not TOOL_CONFIGS:
-        raise FileNotFoundError(f"no tool config under {REPO / 'verl_recipes/runtime/tools'}: agent prompts would not fit")
+        raise FileNotFoundError(f"no tool config under {REPO / 'agents'}: agent prompts would not fit")
     first = bpe_tokenizer(folder, corpus, special_tokens)
     rendered = []
     for config in TOOL_CONFIGS:

@@ -9,11 +9,14 @@
 # Usage:
 #   bash recipes/retool-qwen25-7b/v1/sft.sh [hydra overrides ...]   train (prepares data/retool_sft when missing)
 #   SFT_PRINT_OVERRIDES=1 bash recipes/retool-qwen25-7b/v1/sft.sh   print the overrides one per line, run nothing
-# Environment: RL_DATA_DIR, RL_RUNS_DIR (as for every recipe), NPROC_PER_NODE (default 8), PYTHON (default python).
+# Environment: RL_DATA_DIR, RL_RUNS_DIR (as for every recipe), NPROC_PER_NODE (default 8), and the interpreter make
+# uses: PY, else $VENV/bin/python (VENV default .venv, relative to the repository), as in the Makefile.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-PYTHON=${PYTHON:-python}
+VENV=${VENV:-.venv}
+[[ $VENV == /* ]] || VENV=$REPO/$VENV
+PYTHON=${PY:-$VENV/bin/python}
 DATA=${RL_DATA_DIR:-$REPO/data}/retool_sft/train.parquet
 RUN=${RL_RUNS_DIR:-$REPO/runs}/retool-qwen25-7b-v1-sft
 GPUS=${NPROC_PER_NODE:-8}
@@ -64,7 +67,7 @@ if [[ -n "${SFT_PRINT_OVERRIDES:-}" ]]; then
 fi
 
 if [[ ! -f "$DATA" ]]; then
-  (cd "$REPO" && PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m verl_recipes.data.prepare retool_sft)
+  (cd "$REPO" && "$PYTHON" -m verl_recipes.data.prepare retool_sft)
 fi
 mkdir -p "$RUN"
 VERL_FILE_LOGGER_PATH="$RUN/metrics.jsonl" "$PYTHON" -m torch.distributed.run --standalone --nnodes=1 \

@@ -1,8 +1,8 @@
 """verl tool `code_interpreter` (ReTool-style): runs model-written Python and returns its output.
 
-Backend: the local sandbox (verl_recipes/runtime/tools/sandbox.py) by default, or a SandboxFusion server when
+Backend: the local sandbox (agents/sandbox.py) by default, or a SandboxFusion server when
 `sandbox_fusion_url` is set. Bad arguments come back to the model as an error text; they never raise.
-Tool config keys (verl_recipes/runtime/tools/code_interpreter.yaml): see CONFIG_DEFAULTS.
+Tool config keys (agents/code_interpreter.yaml): see CONFIG_DEFAULTS.
 """
 
 import ast
@@ -13,8 +13,8 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from verl_recipes.runtime.tools.sandbox import QUEUE_TIMEOUT_S, LocalSandbox, SandboxLimits
-from verl_recipes.runtime.tools.sandbox_fusion import SandboxFusionClient
+from verl_recipes.agents.sandbox import QUEUE_TIMEOUT_S, LocalSandbox, SandboxLimits
+from verl_recipes.agents.sandbox_fusion import SandboxFusionClient
 
 CONFIG_DEFAULTS = {
     "type": "native",
@@ -26,7 +26,7 @@ CONFIG_DEFAULTS = {
     "max_output_bytes": 8192,  # per stream, before verl's own multi_turn.max_tool_response_length
     "max_code_bytes": 64 * 1024,
     # Only for a model you trust, on a host without Linux namespaces: runs the code as the trainer's user on the
-    # host, behind an audit hook that Python code can remove (verl_recipes/runtime/tools/sandbox.py).
+    # host, behind an audit hook that Python code can remove (agents/sandbox.py).
     "weak_sandbox_for_trusted_models_only": False,
 }
 REMOVED_KEYS = {

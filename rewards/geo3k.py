@@ -1,7 +1,7 @@
 """Reward for hiyouga/geometry3k (GRPO or DAPO on Qwen2.5-VL), as verl's geo3k reward:
 score = 0.9 * acc + 0.1 * format.
 
-verl 0.9.1 contract: ``reward.custom_reward_function.path=pkg://rewards.geo3k`` (name ``compute_score``).
+verl 0.9.1 contract: ``reward.custom_reward_function.path=pkg://verl_recipes.rewards.geo3k`` (name ``compute_score``).
 Returns numeric values only, with the same keys for every response:
 - ``acc``: 1.0 when the last \\boxed answer equals the ground truth (mathruler, then math-verify). DAPO's
   dynamic sampling filters on it with ``algorithm.filter_groups.metric=acc``; no ``dapo`` reward manager
@@ -10,7 +10,7 @@ Returns numeric values only, with the same keys for every response:
 - ``timeout``: 1.0 when the equivalence check overran ``timeout_s`` (or its worker died) and was counted wrong.
 """
 
-from verl_recipes.runtime.rewards.grading import DEFAULT_TIMEOUT_S, extract_last_boxed, grade
+from verl_recipes.rewards.grading import DEFAULT_TIMEOUT_S, extract_last_boxed, grade
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, timeout_s=DEFAULT_TIMEOUT_S, **kwargs):

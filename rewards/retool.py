@@ -2,7 +2,7 @@
 answer equals the (integer) ground truth, else -1 raised by a tool-use bonus as in verl-recipe's ReTool:
 ``min(-0.6, -1 + (num_turns - 2) / 2 * 0.1)``, so a wrong answer that used the sandbox is punished less.
 
-verl 0.9.1 contract: ``reward.custom_reward_function.path=pkg://rewards.retool`` (name ``compute_score``).
+verl 0.9.1 contract: ``reward.custom_reward_function.path=pkg://verl_recipes.rewards.retool`` (name ``compute_score``).
 num_turns is ``extra_info["num_turns"]``: the tool agent loop reports user + assistant turns + 1 (2 with
 no tool call, +2 per tool round) as ``__num_turns__``, and the ``naive`` and ``remote`` reward managers copy
 it into extra_info. The ``dapo``, ``gdpo`` and ``limited`` managers do not, so then it is estimated as
@@ -13,7 +13,7 @@ boxed answer was found), ``timeout`` (the equivalence check overran ``timeout_s`
 ``turns`` (the num_turns used).
 """
 
-from verl_recipes.runtime.rewards.grading import DEFAULT_TIMEOUT_S, extract_last_boxed, grade
+from verl_recipes.rewards.grading import DEFAULT_TIMEOUT_S, extract_last_boxed, grade
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, timeout_s=DEFAULT_TIMEOUT_S, **kwargs):

@@ -12,7 +12,7 @@ score = 0.8 * acc + 0.2 * (format - 1) + 1.2 * tool_bonus.
 - tool_bonus: 1.0 when the answer is correct and a tool was used (``<tool_call>`` in the response, or
   ``extra_info["num_turns"] > 2``).
 
-verl 0.9.1 contract: ``reward.custom_reward_function.path=pkg://verl_recipes.runtime.rewards.deepeyes``, name
+verl 0.9.1 contract: ``reward.custom_reward_function.path=pkg://verl_recipes.rewards.deepeyes``, name
 ``compute_score`` or ``compute_score_judge``. The judge is found, in this order: verl's own generative reward
 model (``reward.reward_model.enable=true``: verl serves ``reward.reward_model.model_path`` with vLLM or SGLang and
 passes its router as ``reward_router_address``; the variant ``judge`` of the DeepEyes recipe), or ``judge_url`` (a
@@ -29,7 +29,7 @@ import os
 import re
 import urllib.request
 
-from verl_recipes.runtime.rewards.grading import MAX_TAIL_CHARS
+from verl_recipes.rewards.grading import MAX_TAIL_CHARS
 
 MAX_ANSWER_CHARS = 1000
 JUDGE_TIMEOUT_S = 10.0

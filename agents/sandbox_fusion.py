@@ -1,5 +1,5 @@
 """Client for a SandboxFusion server (https://bytedance.github.io/SandboxFusion/), the remote
-alternative to the local sandbox. It returns the same SandboxResult as verl_recipes.runtime.tools.sandbox.LocalSandbox.
+alternative to the local sandbox. It returns the same SandboxResult as verl_recipes.agents.sandbox.LocalSandbox.
 
 API: POST <url> (the full `/run_code` endpoint) with JSON
 {"code", "language": "python", "run_timeout", "memory_limit_MB"}; the answer carries "status"
@@ -11,7 +11,7 @@ import time
 import urllib.error
 import urllib.request
 
-from verl_recipes.runtime.tools.sandbox import (
+from verl_recipes.agents.sandbox import (
     QUEUE_TIMEOUT_S,
     BoundedRunner,
     SandboxLimits,

@@ -9,7 +9,7 @@ Which image (verl 0.9.1 ToolAgentLoop calls `create(create_kwargs=...)`, then
    (PIL image, {"bytes": ...} / {"path": ...} dict, raw bytes, a file path, file:// or a data: URI),
    resized into the model's frame with smart_resize(image_factor, image_min_pixels, image_max_pixels).
 Coordinates are absolute pixels of that image (Qwen2.5-VL convention, not Qwen3-VL's 0..1000 grid).
-Tool config keys (verl_recipes/runtime/tools/image_zoom.yaml): see CONFIG_DEFAULTS.
+Tool config keys (agents/image_zoom.yaml): see CONFIG_DEFAULTS.
 """
 
 import base64

@@ -7,7 +7,7 @@ Model output is hostile, and sympy can hang or eat memory on crafted LaTeX (``10
   ``MAX_ANSWER_CHARS`` or nested deeper than ``MAX_BRACE_DEPTH`` is no answer;
 - plain numbers ("72", "1,000", "0.50") are compared in-process, which is exact and cheap;
 - everything else runs mathruler, then math-verify, in a small pool of persistent worker subprocesses
-  (``python -m verl_recipes.runtime.rewards.grading``). A check that overruns ``timeout_s`` (or whose worker dies) gets its
+  (``python -m verl_recipes.rewards.grading``). A check that overruns ``timeout_s`` (or whose worker dies) gets its
   worker killed (a replacement starts in the background) and counts as wrong with ``timed_out=True``.
   This works from any thread, unlike ``signal.alarm``. Workers also cap their own address space and CPU
   time, so a worker whose parent died cannot spin forever.
@@ -107,7 +107,7 @@ class _Worker:
         root = Path(__file__).resolve().parents[3]  # the folder that holds verl_recipes/
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "verl_recipes.runtime.rewards.grading"],
+            [sys.executable, "-m", "verl_recipes.rewards.grading"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=root,
@@ -116,7 +116,7 @@ class _Worker:
         if self._read_line(WORKER_STARTUP_TIMEOUT_S) != b"ready":
             self.kill()
             raise RuntimeError(
-                f"grader worker `{sys.executable} -m verl_recipes.runtime.rewards.grading` did not start within "
+                f"grader worker `{sys.executable} -m verl_recipes.rewards.grading` did not start within "
                 f"{WORKER_STARTUP_TIMEOUT_S:.0f} s; check that mathruler and math-verify import in that "
                 "interpreter (its stderr is above)"
             )

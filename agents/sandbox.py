@@ -1,5 +1,5 @@
 """Run untrusted (model-written) Python code locally, bounded in time, memory, processes, output,
-files and access. The child side is verl_recipes/runtime/tools/sandbox_child.py; only the standard library is used.
+files and access. The child side is agents/sandbox_child.py; only the standard library is used.
 
 Each run gets (namespace mode, the default):
 - new pid, mount, network, ipc and uts namespaces (plus a user namespace when not root): no network
@@ -8,7 +8,7 @@ Each run gets (namespace mode, the default):
   interpreter, its site-packages and a few /dev nodes; the working directory is the jail's /sandbox (also TMPDIR);
 - an unprivileged, per-run random uid when the trainer is root (the same uid otherwise, mapped in
   the user namespace), no_new_privs, and an empty environment (no trainer secrets);
-- its own cgroup (verl_recipes/runtime/tools/sandbox_cgroup.py, v2 or v1), which bounds the whole run whatever
+- its own cgroup (agents/sandbox_cgroup.py, v2 or v1), which bounds the whole run whatever
   the number of its processes: memory (resident + the jail's tmpfs; an OOM kills the whole run), processes and
   threads, a CPU quota (max_cpus), and CPU time, which is counted there and enforced here. Where the host
   delegates no cgroups, a warning says so and only the rlimits below apply, per process;
@@ -48,7 +48,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from verl_recipes.runtime.tools import sandbox_cgroup, sandbox_child
+from verl_recipes.agents import sandbox_cgroup, sandbox_child
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Child side of the local Python sandbox (the parent side is verl_recipes/runtime/tools/sandbox.py).
+"""Child side of the local Python sandbox (the parent side is agents/sandbox.py).
 
 Runs as `python -I -S -X utf8 sandbox_child.py <stage> <json>` and uses only the standard library,
 because it starts before any site-packages are on the path. Process tree in namespace mode:

@@ -1,4 +1,4 @@
-"""Per-run cgroups of the local sandbox (verl_recipes/runtime/tools/sandbox.py): they bound a whole run, whatever the
+"""Per-run cgroups of the local sandbox (agents/sandbox.py): they bound a whole run, whatever the
 number of its processes: memory (resident and the jail's tmpfs, both charged to the writer's cgroup), processes and
 threads, a CPU quota, and they count the run's CPU time and OOM kills.
 
@@ -8,7 +8,7 @@ cgroup that holds processes cannot hand controllers down, so there the parent of
 it already does (a delegated sub-tree whose leaf holds the trainer). The controllers of existing cgroups are never
 changed. `find_cgroups` proves a place by creating a probe cgroup in it.
 
-Removing a run's cgroups (and killing what is left in them) is verl_recipes/runtime/tools/sandbox_child.py's
+Removing a run's cgroups (and killing what is left in them) is agents/sandbox_child.py's
 `remove_run`: the launcher needs it too, when the trainer dies.
 """
 
