@@ -160,6 +160,26 @@ def cmd_upstream(ns) -> int:
     return 1 if unexplained else 0
 
 
+def cmd_extract(ns) -> int:
+    from pathlib import Path
+
+    from verl_recipes.extract import extract
+
+    git_dirs = {}
+    for pair in ns.git_dir:
+        repo, sep, folder = pair.partition("=")
+        if not sep:
+            raise RecipeError(f"--git-dir '{pair}': write owner/name=<path of a clone or mirror>")
+        git_dirs[repo] = Path(folder)
+    recipes = [r for r in catalog.all_recipes() if r.name == ns.name and r.variant is None]
+    if not recipes:
+        raise RecipeError(f"no recipe '{ns.name}' under recipes/ (known: {', '.join(catalog.names())})")
+    for recipe in recipes:
+        changed = extract(recipe, git_dirs)
+        print(f"{'rewrote' if changed else 'unchanged'} {(recipe.folder / 'upstream.yaml').relative_to(catalog.root())}")
+    return 0
+
+
 def cmd_cp(ns) -> int:
     from verl_recipes.copy_recipe import copy_recipe
 
@@ -209,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pin", help="rewrite the pinned resolved configs (recipes/<name>/<version>/resolved/)")
     p.add_argument("name", nargs="?", default="all", help="a recipe folder name, or 'all' (default)")
     p.set_defaults(fn=cmd_pin)
+    p = sub.add_parser("extract", help="rewrite upstream.yaml's settings from the overrides its cited scripts pass")
+    p.add_argument("name", help="recipe folder name")
+    p.add_argument("--git-dir", action="append", default=[], metavar="OWNER/NAME=PATH",
+                   help="read that repository's scripts from a local clone or mirror instead of GitHub")
+    p.set_defaults(fn=cmd_extract)
     p = sub.add_parser("cp", help="copy a recipe into a new one that inherits it")
     p.add_argument("source", help="name[/vN][:variant]")
     p.add_argument("new_name")
