@@ -154,7 +154,9 @@ def cmd_upstream(ns) -> int:
     found = parity.deviations(recipe, ns.args)
     for d in found:
         print(f"  {d.key}: ours {d.ours!r}, upstream {d.upstream!r}: "
-              + (f"{d.reason} [{d.where}]" if d.reason else "UNEXPLAINED: add `# deviation: <why>` where it is set"))
+              + (f"{d.reason} [{d.where}]" if d.reason else f"UNEXPLAINED: add `# deviation: <why>` beside it [{d.where}]"))
+    for key, new in parity.reference(recipe).get("translated", {}).items():
+        print(f"  {key}: {'no 0.9.1 equivalent: ' + new[6:] if new.startswith('none: ') else 'is ' + new + ' in 0.9.1'}")
     unexplained = sum(d.reason is None for d in found)
     print(f"{len(found)} deviation(s), {unexplained} unexplained")
     return 1 if unexplained else 0
