@@ -29,6 +29,21 @@ def test_an_unexplained_deviation_is_named_and_a_written_reason_explains_it(scra
     assert "a test says so [recipes/qwen25-7b-grpo/v1/recipe.yaml]" in capsys.readouterr().out
 
 
+def test_the_reason_printed_is_the_one_beside_the_value_that_lands(scratch_root):
+    key = "actor_rollout_ref.rollout.gpu_memory_utilization"
+    recipe = catalog.get("qwen25-7b-grpo", variant="megatron")
+    [fragment] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert fragment.where == "configs/rollout/vllm.yaml" and fragment.reason
+    variant = scratch_root / "recipes/qwen25-7b-grpo/v1/megatron.yaml"
+    text = variant.read_text()
+    variant.write_text(text + "  rollout:\n    gpu_memory_utilization: 0.5\n")  # the variant now sets the value
+    [bare] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert (bare.ours, bare.reason, bare.where) == (0.5, None, "recipes/qwen25-7b-grpo/v1/megatron.yaml")
+    variant.write_text(text + "  rollout:\n    gpu_memory_utilization: 0.5  # deviation: the variant's own reason\n")
+    [own] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert own.reason == "the variant's own reason"
+
+
 def test_reasons_are_read_beside_or_above_the_key(tmp_path):
     path = tmp_path / "fragment.yaml"
     path.write_text(
