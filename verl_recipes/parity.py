@@ -8,6 +8,7 @@ Each recipe version keeps its references as data beside it, `recipes/<name>/<ver
       settings: {verl 0.9.1 dotted key: upstream value}     # every override the script passes (verl_recipes/extract.py)
       translated: {legacy key: 0.9.1 key, or "none: why"}   # the same extraction
       inherited_reason: why keys this recipe keeps from a parent recipe (make cp, a stand-in) may differ
+      declined: {key: why}   # upstream keys no file of ours sets (verl's default stays, or the key has no place)
     variants:
       megatron: {extends: recipe, source: <the recipe's>}   # the same run: every difference is a deviation
       separate_async: {extends: recipe, source: <its own script>, settings: ..., from_recipe: {why, keys}}
@@ -83,7 +84,8 @@ def reference(recipe: Recipe) -> dict:
         kept = _from_recipe(entry, own, f"{path.relative_to(root())} variants.{recipe.variant}")
         entry = {**base, **entry,
                  "settings": {**(base.get("settings") or {}), **{k: v for k, v in own.items() if k not in kept}},
-                 "translated": {**(base.get("translated") or {}), **(entry.get("translated") or {})}}
+                 "translated": {**(base.get("translated") or {}), **(entry.get("translated") or {})},
+                 "declined": {**(base.get("declined") or {}), **(entry.get("declined") or {})}}
     for field in ("source", "settings"):
         if not entry.get(field):
             raise RecipeError(f"{path.relative_to(root())}: the entry for {recipe.label} needs `{field}`")
@@ -177,8 +179,10 @@ def _reason(key: str, recipe: Recipe, winner: Path | None, entry: dict) -> tuple
     for pattern, reason in BY_DESIGN.items():
         if fnmatch.fnmatchcase(key, pattern):
             return reason, "BY_DESIGN"
-    if winner is None:
-        return None, "verl's default (no file of ours sets it)"
+    if winner is None:  # verl's default, or a key our composition has no place for: upstream.yaml says why
+        declined = (entry.get("declined") or {}).get(key)
+        return (declined, f"{(recipe.folder / FILE).relative_to(root())} declined") if declined \
+            else (None, "verl's default: set it in the recipe with a reason, or say why under `declined`")
     where = str(winner.relative_to(root()))
     if winner.is_relative_to(root() / "recipes") and not winner.is_relative_to(recipe.folder):
         # a recipe made from another one (make cp, or a stand-in) explains once what it keeps of its parent
