@@ -44,6 +44,25 @@ def test_the_reason_printed_is_the_one_beside_the_value_that_lands(scratch_root)
     assert own.reason == "the variant's own reason"
 
 
+def test_a_key_verl_does_not_read_under_our_switch_is_inert_and_only_then(scratch_root):
+    key = "actor_rollout_ref.actor.kl_loss_coef"
+    recipe = catalog.get("retool-qwen25-7b")  # no KL loss; verl-recipe's ReTool passes kl_loss_coef=0.0
+    [inert] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert (inert.ours, inert.upstream, inert.where) == (0.001, 0.0, "INERT") and "losses.py" in inert.reason
+    recipe_file = scratch_root / "recipes/retool-qwen25-7b/v1/recipe.yaml"
+    recipe_file.write_text(recipe_file.read_text().replace("  actor:\n", "  actor:\n    use_kl_loss: true\n", 1))
+    [live] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert live.reason is None and live.where != "INERT"  # with the KL loss on, the coefficient counts
+
+
+def test_a_key_that_copies_another_takes_that_keys_reason():
+    recipe = catalog.get("qwen3-30b-a3b-grpo")  # verl's ref.megatron.* follow the actor's
+    found = {d.key: d for d in parity.deviations(recipe)}
+    actor, ref = (found[f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size"] for role in ("actor", "ref"))
+    assert ref.reason == f"follows actor_rollout_ref.actor.megatron.tensor_model_parallel_size: {actor.reason}"
+    assert ref.where == actor.where and actor.reason
+
+
 def test_reasons_are_read_beside_or_above_the_key(tmp_path):
     path = tmp_path / "fragment.yaml"
     path.write_text(

@@ -16,7 +16,9 @@ Each recipe version keeps its references as data beside it, `recipes/<name>/<ver
 Every key where the composed recipe differs from its reference is a deviation, and a deviation needs a reason: a
 comment `# deviation: <one line>` on the line of the assignment that wins (the last of our files, in Hydra's
 composition order, to set the key), or on the comment line just above it. Where a run's names and logs go is ours
-by design everywhere, declared once in BY_DESIGN. `make <recipe>-upstream` prints the deviations; `make check`
+by design everywhere, declared once in BY_DESIGN. A key verl does not read under our config (a KL coefficient with
+no KL term, a micro-batch size under dynamic batching) is INERT; a key of verl's default that copies another one
+(ref.megatron.* follow the actor) takes the reason of the key it copies. `make <recipe>-upstream` prints the deviations; `make check`
 fails a published recipe with an unexplained one, naming the key and the file to write the reason in; each recipe
 README's "differs from upstream" table is generated from the same data.
 """
@@ -48,6 +50,24 @@ BY_DESIGN = {
     "ray_kwargs.ray_init.runtime_env.py_executable": "the launcher runs verl from this repository's virtual environment; "
                                                      "verl's scripts `uv run` inside a verl checkout",
 }
+# Keys verl 0.9.1 does not read while our composed config has the switch beside them at the value given: a difference
+# there changes nothing in our run (a difference in the switch itself is a deviation of its own, with its reason).
+_DYNAMIC = "with dynamic batching verl splits micro-batches by tokens and never reads it (verl/workers/engine/utils.py:108-128)"
+INERT = {
+    "actor_rollout_ref.actor.kl_loss_coef": ("actor_rollout_ref.actor.use_kl_loss", False,
+                                             "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
+    "actor_rollout_ref.actor.kl_loss_type": ("actor_rollout_ref.actor.use_kl_loss", False,
+                                             "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
+    "algorithm.kl_ctrl.*": ("algorithm.use_kl_in_reward", False,
+                            "no KL in the reward, so verl builds no KL controller (verl/trainer/ppo/ray_trainer.py:364)"),
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.use_dynamic_bsz", True, _DYNAMIC),
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", True, _DYNAMIC),
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": (
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz", True, _DYNAMIC),
+}
+# `${a.b}` or `${oc.select:a.b,default}`: a key whose value copies another one (verl's ref.* follow the actor's)
+_COPY = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?:,[^}]*)?\}")
 
 
 @dataclass(frozen=True)
@@ -174,6 +194,13 @@ def _winner(key: str, files: list[Path], keys_of: dict[Path, set[str]]) -> Path 
     return None
 
 
+def _inert(key: str, ours: dict) -> str | None:
+    for pattern, (switch, value, why) in INERT.items():
+        if fnmatch.fnmatchcase(key, pattern) and _same(ours.get(switch), value):
+            return why
+    return None
+
+
 def _reason(key: str, recipe: Recipe, winner: Path | None, entry: dict) -> tuple[str | None, str]:
     """(reason, where): the `# deviation:` beside the assignment that wins, never one from a file it overrides."""
     for pattern, reason in BY_DESIGN.items():
@@ -196,15 +223,38 @@ def deviations(recipe: Recipe, args: list[str] | None = None) -> list[Deviation]
     """Every key of the reference whose composed value differs, with its reason (None where none is written)."""
     entry = reference(recipe)
     ours = flatten(compose(recipe, args or [], naming=False))
+    raw = flatten(compose(recipe, args or [], naming=False, resolve=False))
     files = composition_files(recipe, args or [])
     keys_of = {path: {k.replace("+", "") for k in flatten(yaml.safe_load(path.read_text()) or {})} for path in files}
     out = []
     for key, theirs in entry["settings"].items():
         mine = ours.get(key, "<absent>")
         if not _same(mine, theirs):
-            reason, where = _reason(key, recipe, _winner(key, files, keys_of), entry)
+            winner = _winner(key, files, keys_of)
+            inert = _inert(key, ours) if winner is None else None
+            if inert:
+                out.append(Deviation(key, mine, theirs, inert, "INERT"))
+                continue
+            source = _copied_from(key, raw, entry["settings"]) if winner is None else None
+            if source:  # verl's default copies another key (ref.* follow the actor): that key's reason holds
+                reason, where = _reason(source, recipe, _winner(source, files, keys_of), entry)
+                out.append(Deviation(key, mine, theirs, reason and f"follows {source}: {reason}", where))
+                continue
+            reason, where = _reason(key, recipe, winner, entry)
             out.append(Deviation(key, mine, theirs, reason, where))
     return out
+
+
+def _copied_from(key: str, raw: dict, theirs: dict) -> str | None:
+    """The key whose value this one copies through verl's interpolation, followed to the last link, when the
+    published run gives both the same value (else the copy is no explanation of the difference)."""
+    source, seen = key, {key}
+    while (match := _COPY.fullmatch(str(raw.get(source, "")))) and match.group(1) not in seen:
+        source = match.group(1)
+        seen.add(source)
+    if source == key or source not in theirs or not _same(theirs[source], theirs[key]):
+        return None
+    return source
 
 
 def unexplained(recipe: Recipe, strict: bool = True) -> list[str]:
