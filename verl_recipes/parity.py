@@ -33,8 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
 from verl_recipes.catalog import UPSTREAM as FILE
-from verl_recipes.catalog import Recipe, RecipeError, root
 from verl_recipes.compose import compose, composition_files, flatten
 
 MARK = "# deviation:"
@@ -50,21 +50,23 @@ BY_DESIGN = {
     "ray_kwargs.ray_init.runtime_env.py_executable": "the launcher runs verl from this repository's virtual environment; "
                                                      "verl's scripts `uv run` inside a verl checkout",
 }
-# Keys verl 0.9.1 does not read while our composed config has the switch beside them at the value given: a difference
-# there changes nothing in our run (a difference in the switch itself is a deviation of its own, with its reason).
+# Keys verl 0.9.1 does not read while our composed config has the switches beside them at the values given: a
+# difference there changes nothing in our run (a difference in a switch itself is a deviation of its own, with its
+# reason). Checked before any written reason: a key verl never reads needs none.
+_NO_KL_LOSS = {"actor_rollout_ref.actor.use_kl_loss": False}
 _DYNAMIC = "with dynamic batching verl splits micro-batches by tokens and never reads it (verl/workers/engine/utils.py:108-128)"
 INERT = {
-    "actor_rollout_ref.actor.kl_loss_coef": ("actor_rollout_ref.actor.use_kl_loss", False,
-                                             "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
-    "actor_rollout_ref.actor.kl_loss_type": ("actor_rollout_ref.actor.use_kl_loss", False,
-                                             "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
-    "algorithm.kl_ctrl.*": ("algorithm.use_kl_in_reward", False,
+    "actor_rollout_ref.actor.kl_loss_coef": (_NO_KL_LOSS, "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
+    "actor_rollout_ref.actor.kl_loss_type": (_NO_KL_LOSS, "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
+    "algorithm.kl_ctrl.*": ({"algorithm.use_kl_in_reward": False},
                             "no KL in the reward, so verl builds no KL controller (verl/trainer/ppo/ray_trainer.py:364)"),
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ("actor_rollout_ref.actor.use_dynamic_bsz", True, _DYNAMIC),
+    "actor_rollout_ref.ref.*": ({**_NO_KL_LOSS, "algorithm.use_kl_in_reward": False},
+                                "no KL term, so verl builds no reference model (verl/trainer/ppo/utils.py:75-79)"),
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ({"actor_rollout_ref.actor.use_dynamic_bsz": True}, _DYNAMIC),
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (
-        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", True, _DYNAMIC),
+        {"actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True}, _DYNAMIC),
     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": (
-        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz", True, _DYNAMIC),
+        {"actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True}, _DYNAMIC),
 }
 # `${a.b}` or `${oc.select:a.b,default}`: a key whose value copies another one (verl's ref.* follow the actor's)
 _COPY = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)(?:,[^}]*)?\}")
@@ -195,8 +197,8 @@ def _winner(key: str, files: list[Path], keys_of: dict[Path, set[str]]) -> Path 
 
 
 def _inert(key: str, ours: dict) -> str | None:
-    for pattern, (switch, value, why) in INERT.items():
-        if fnmatch.fnmatchcase(key, pattern) and _same(ours.get(switch), value):
+    for pattern, (switches, why) in INERT.items():
+        if fnmatch.fnmatchcase(key, pattern) and all(_same(ours.get(k), v) for k, v in switches.items()):
             return why
     return None
 
@@ -231,7 +233,7 @@ def deviations(recipe: Recipe, args: list[str] | None = None) -> list[Deviation]
         mine = ours.get(key, "<absent>")
         if not _same(mine, theirs):
             winner = _winner(key, files, keys_of)
-            inert = _inert(key, ours) if winner is None else None
+            inert = _inert(key, ours)
             if inert:
                 out.append(Deviation(key, mine, theirs, inert, "INERT"))
                 continue
@@ -288,6 +290,8 @@ def table(recipe: Recipe) -> list[str]:
 
 def _cell(value) -> str:
     text = yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
+    # the data folder and the checkout as the pins write them, so the README is the same on every machine
+    text = text.replace(str(data_dir()), "<RL_DATA_DIR>").replace(str(REPO), "<repo>")
     text = text.removesuffix("\n...").removesuffix("...").strip()
     return f"`{text}`" if len(text) <= 40 else f"`{text[:37]}...`"
 
