@@ -7,7 +7,8 @@ Each recipe version keeps its references as data beside it, `recipes/<name>/<ver
       result: what the run published, and where
       settings: {verl 0.9.1 dotted key: upstream value}     # every override the script passes (verl_recipes/extract.py)
       translated: {legacy key: 0.9.1 key, or "none: why"}   # the same extraction
-      inherited_reason: why keys this recipe keeps from a parent recipe (make cp, a stand-in) may differ
+      inherited_reason: why keys this recipe keeps from a parent recipe (make cp, a stand-in) may differ; a parent
+                        that reproduces the same run (the same source) gives its own reasons instead
       declined: {key: why}   # upstream keys no file of ours sets (verl's default stays, or the key has no place)
     variants:
       megatron: {extends: recipe, source: <the recipe's>}   # the same run: every difference is a deviation
@@ -55,6 +56,7 @@ BY_DESIGN = {
 # reason). Checked before any written reason: a key verl never reads needs none.
 _NO_KL_LOSS = {"actor_rollout_ref.actor.use_kl_loss": False}
 _DYNAMIC = "with dynamic batching verl splits micro-batches by tokens and never reads it (verl/workers/engine/utils.py:108-128)"
+_V1_DAPO = {"trainer.use_v1": True, "algorithm.filter_groups.enable": True}
 INERT = {
     "actor_rollout_ref.actor.kl_loss_coef": (_NO_KL_LOSS, "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
     "actor_rollout_ref.actor.kl_loss_type": (_NO_KL_LOSS, "no KL loss, so verl never reads it (verl/workers/utils/losses.py:132)"),
@@ -62,6 +64,14 @@ INERT = {
                             "no KL in the reward, so verl builds no KL controller (verl/trainer/ppo/ray_trainer.py:364)"),
     "actor_rollout_ref.ref.*": ({**_NO_KL_LOSS, "algorithm.use_kl_in_reward": False},
                                 "no KL term, so verl builds no reference model (verl/trainer/ppo/utils.py:75-79)"),
+    "critic.*": ({"critic.enable": None, "algorithm.adv_estimator": "grpo"},
+                 "GRPO advantages need no critic, so verl builds none (verl/trainer/ppo/utils.py:96-107)"),
+    "data.gen_batch_size": (_V1_DAPO, "with dynamic sampling 0.9.1's V1 replay buffer dispatches prompts one at a time and "
+                                      "never reads it (verl/trainer/ppo/v1/trainer_base.py:178-181); in-flight prompts "
+                                      "are bounded by filter_groups.max_inflight_gen_batches"),
+    "algorithm.filter_groups.max_num_gen_batches": (
+        _V1_DAPO, "0.9.1's V1 replay buffer ignores it and warns (verl/trainer/ppo/v1/trainer_base.py:205-211); "
+                  "filter_groups.max_inflight_gen_batches bounds generation instead"),
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ({"actor_rollout_ref.actor.use_dynamic_bsz": True}, _DYNAMIC),
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (
         {"actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True}, _DYNAMIC),
@@ -203,6 +213,13 @@ def _inert(key: str, ours: dict) -> str | None:
     return None
 
 
+def _parent_source(winner: Path) -> dict | None:
+    """The source of the run that the recipe version holding this file reproduces."""
+    path = winner.parent / FILE
+    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return ((data or {}).get("recipe") or {}).get("source")
+
+
 def _reason(key: str, recipe: Recipe, winner: Path | None, entry: dict) -> tuple[str | None, str]:
     """(reason, where): the `# deviation:` beside the assignment that wins, never one from a file it overrides."""
     for pattern, reason in BY_DESIGN.items():
@@ -214,6 +231,8 @@ def _reason(key: str, recipe: Recipe, winner: Path | None, entry: dict) -> tuple
             else (None, "verl's default: set it in the recipe with a reason, or say why under `declined`")
     where = str(winner.relative_to(root()))
     if winner.is_relative_to(root() / "recipes") and not winner.is_relative_to(recipe.folder):
+        if _parent_source(winner) == entry["source"]:  # the parent reproduces the same run: its reasons hold
+            return _noted(reasons_in(winner), key), where
         # a recipe made from another one (make cp, or a stand-in) explains once what it keeps of its parent
         inherited = entry.get("inherited_reason")
         return (inherited, f"{(recipe.folder / FILE).relative_to(root())} inherited_reason") if inherited \
