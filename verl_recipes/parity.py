@@ -72,6 +72,8 @@ INERT = {
     "algorithm.filter_groups.max_num_gen_batches": (
         _V1_DAPO, "0.9.1's V1 replay buffer ignores it and warns (verl/trainer/ppo/v1/trainer_base.py:205-211); "
                   "filter_groups.max_inflight_gen_batches bounds generation instead"),
+    "data.return_multi_modal_inputs": ({}, "stored by RLHFDataset and read by no verl 0.9.1 code "
+                                           "(verl/utils/dataset/rl_dataset.py:155)"),
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ({"actor_rollout_ref.actor.use_dynamic_bsz": True}, _DYNAMIC),
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": (
         {"actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": True}, _DYNAMIC),
