@@ -79,3 +79,23 @@ def test_extract_writes_upstream_yaml_and_a_rerun_changes_nothing(scratch_root, 
     assert "settings" not in written["variants"]["megatron"]  # the recipe's own run: no settings of its own
     text = path.read_text()
     assert extract.extract(recipe) is False and path.read_text() == text
+
+
+CITED = Path(__file__).parent / "fixtures/upstream/cited"  # the cited files, copied at their commits
+
+
+def _cited(source: dict, git_dirs=None) -> str:
+    path = CITED / source["repo"] / source["commit"] / source["path"]
+    assert path.is_file(), f"copy {source['repo']} {source['path']} at {source['commit']} to {path}"
+    return path.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted({r.name for r in catalog.all_recipes()}))
+def test_each_upstream_record_is_what_extract_writes_from_the_cited_scripts(name, scratch_root, monkeypatch):
+    monkeypatch.setattr(extract, "script_text", _cited)
+    for version in catalog.versions(name):
+        record = scratch_root / "recipes" / name / version / "upstream.yaml"
+        before = record.read_text()
+        assert extract.extract(catalog.get(name, version)) is False, f"{record.name} of {name}/{version} is stale"
+        assert record.read_text() == before
