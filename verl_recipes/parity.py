@@ -36,7 +36,7 @@ import yaml
 
 from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
 from verl_recipes.catalog import UPSTREAM as FILE
-from verl_recipes.compose import compose, composition_files, flatten
+from verl_recipes.compose import compose, composition_files, flatten, resolved
 
 MARK = "# deviation:"
 # Where a run's names, checkpoints and logs go: ours by design in every recipe, declared once. Nothing that changes
@@ -245,8 +245,8 @@ def _reason(key: str, recipe: Recipe, winner: Path | None, entry: dict) -> tuple
 def deviations(recipe: Recipe, args: list[str] | None = None) -> list[Deviation]:
     """Every key of the reference whose composed value differs, with its reason (None where none is written)."""
     entry = reference(recipe)
-    ours = flatten(compose(recipe, args or [], naming=False))
-    raw = flatten(compose(recipe, args or [], naming=False, resolve=False))
+    composed = compose(recipe, args or [], naming=False, resolve=False)
+    ours, raw = flatten(resolved(composed, recipe)), flatten(composed)
     files = composition_files(recipe, args or [])
     keys_of = {path: {k.replace("+", "") for k in flatten(yaml.safe_load(path.read_text()) or {})} for path in files}
     out = []
