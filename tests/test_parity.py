@@ -29,6 +29,40 @@ def test_an_unexplained_deviation_is_named_and_a_written_reason_explains_it(scra
     assert "a test says so [recipes/qwen25-7b-grpo/v1/recipe.yaml]" in capsys.readouterr().out
 
 
+def test_the_reason_printed_is_the_one_beside_the_value_that_lands(scratch_root):
+    key = "actor_rollout_ref.rollout.gpu_memory_utilization"
+    recipe = catalog.get("qwen25-7b-grpo", variant="megatron")
+    [fragment] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert fragment.where == "configs/rollout/vllm.yaml" and fragment.reason
+    variant = scratch_root / "recipes/qwen25-7b-grpo/v1/megatron.yaml"
+    text = variant.read_text()
+    variant.write_text(text + "  rollout:\n    gpu_memory_utilization: 0.5\n")  # the variant now sets the value
+    [bare] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert (bare.ours, bare.reason, bare.where) == (0.5, None, "recipes/qwen25-7b-grpo/v1/megatron.yaml")
+    variant.write_text(text + "  rollout:\n    gpu_memory_utilization: 0.5  # deviation: the variant's own reason\n")
+    [own] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert own.reason == "the variant's own reason"
+
+
+def test_a_key_verl_does_not_read_under_our_switch_is_inert_and_only_then(scratch_root):
+    key = "actor_rollout_ref.actor.kl_loss_coef"
+    recipe = catalog.get("retool-qwen25-7b")  # no KL loss; verl-recipe's ReTool passes kl_loss_coef=0.0
+    [inert] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert (inert.ours, inert.upstream, inert.where) == (0.001, 0.0, "INERT") and "losses.py" in inert.reason
+    recipe_file = scratch_root / "recipes/retool-qwen25-7b/v1/recipe.yaml"
+    recipe_file.write_text(recipe_file.read_text().replace("  actor:\n", "  actor:\n    use_kl_loss: true\n", 1))
+    [live] = [d for d in parity.deviations(recipe) if d.key == key]
+    assert live.reason is None and live.where != "INERT"  # with the KL loss on, the coefficient counts
+
+
+def test_a_key_that_copies_another_takes_that_keys_reason():
+    recipe = catalog.get("qwen3-30b-a3b-grpo")  # verl's ref.megatron.* follow the actor's
+    found = {d.key: d for d in parity.deviations(recipe)}
+    actor, ref = (found[f"actor_rollout_ref.{role}.megatron.tensor_model_parallel_size"] for role in ("actor", "ref"))
+    assert ref.reason == f"follows actor_rollout_ref.actor.megatron.tensor_model_parallel_size: {actor.reason}"
+    assert ref.where == actor.where and actor.reason
+
+
 def test_reasons_are_read_beside_or_above_the_key(tmp_path):
     path = tmp_path / "fragment.yaml"
     path.write_text(

@@ -166,7 +166,9 @@ def cmd_upstream(ns) -> int:
     found = parity.deviations(recipe, ns.args)
     for d in found:
         print(f"  {d.key}: ours {d.ours!r}, upstream {d.upstream!r}: "
-              + (f"{d.reason} [{d.where}]" if d.reason else "UNEXPLAINED: add `# deviation: <why>` where it is set"))
+              + (f"{d.reason} [{d.where}]" if d.reason else f"UNEXPLAINED: add `# deviation: <why>` beside it [{d.where}]"))
+    for key, new in parity.reference(recipe).get("translated", {}).items():
+        print(f"  {key}: {'no 0.9.1 equivalent: ' + new[6:] if new.startswith('none: ') else 'is ' + new + ' in 0.9.1'}")
     unexplained = sum(d.reason is None for d in found)
     print(f"{len(found)} deviation(s), {unexplained} unexplained")
     source = recipe.card.get("derived_from")
@@ -177,6 +179,26 @@ def cmd_upstream(ns) -> int:
     print(f"edits of this copy against {source}, for information (unpublished: `make {recipe.name}-publish` makes an "
           f"unexplained deviation an error):")
     print("\n".join(f"  {line}" for line in report(changes(catalog.parse(source), recipe))))
+    return 0
+
+
+def cmd_extract(ns) -> int:
+    from pathlib import Path
+
+    from verl_recipes.extract import extract
+
+    git_dirs = {}
+    for pair in ns.git_dir:
+        repo, sep, folder = pair.partition("=")
+        if not sep:
+            raise RecipeError(f"--git-dir '{pair}': write owner/name=<path of a clone or mirror>")
+        git_dirs[repo] = Path(folder)
+    recipes = [r for r in catalog.all_recipes() if r.name == ns.name and r.variant is None]
+    if not recipes:
+        raise RecipeError(f"no recipe '{ns.name}' under recipes/ (known: {', '.join(catalog.names())})")
+    for recipe in recipes:
+        changed = extract(recipe, git_dirs)
+        print(f"{'rewrote' if changed else 'unchanged'} {(recipe.folder / 'upstream.yaml').relative_to(catalog.root())}")
     return 0
 
 
@@ -247,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pin", help="rewrite the pinned resolved configs (recipes/<name>/<version>/resolved/)")
     p.add_argument("name", nargs="?", default="all", help="a recipe folder name, or 'all' (default)")
     p.set_defaults(fn=cmd_pin)
+    p = sub.add_parser("extract", help="rewrite upstream.yaml's settings from the overrides its cited scripts pass")
+    p.add_argument("name", help="recipe folder name")
+    p.add_argument("--git-dir", action="append", default=[], metavar="OWNER/NAME=PATH",
+                   help="read that repository's scripts from a local clone or mirror instead of GitHub")
+    p.set_defaults(fn=cmd_extract)
     p = sub.add_parser("cp", help="copy a recipe into a new one that inherits it")
     p.add_argument("source", help="name[/vN][:variant]")
     p.add_argument("new_name")

@@ -162,6 +162,21 @@ def own_files(config_name: str, extra: list[str] = ()) -> list[Path]:
     return seen
 
 
+def composition_files(recipe: Recipe, args: list[str] = ()) -> list[Path]:
+    """Our files in the order Hydra composes them (a file after its defaults; `override` and command-line group
+    choices applied), so the last one that sets a key holds the value that lands."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    ConfigStore.instance().store(name=ENTRY, node={"defaults": [f"/{recipe.config_name}", "_self_"]})
+    overrides = [f"hydra.searchpath=[{searchpath()}]", *args]
+    with initialize_config_dir(config_dir=str(root()), version_base=None):
+        found = GlobalHydra.instance().config_loader().compute_defaults_list(ENTRY, overrides, RunMode.RUN)
+    paths = [root() / f"{d.config_path}.yaml" for d in found.defaults if d.config_path]
+    ours = (root() / "recipes", root() / "configs")
+    return [p for p in paths if p.is_file() and any(p.is_relative_to(folder) for folder in ours)]
+
+
 def where_set(key: str, files: list[Path], args: list[str]) -> str:
     """Name the place that sets a key: a file of ours or the command line."""
     if any(a.lstrip("+~").split("=", 1)[0] == key for a in args):
