@@ -32,7 +32,7 @@ def cmd_show(ns) -> int:
 
 def cmd_check(ns) -> int:
     from verl_recipes import parity, pins
-    from verl_recipes.check.preflight import attention_fragment
+    from verl_recipes.check.preflight import MEGATRON, fallback_overrides
     from verl_recipes.check.recipe import check
     from verl_recipes.compose import compose, split_args
     from verl_recipes.smoke.run import overlay, overlay_args
@@ -49,10 +49,11 @@ def cmd_check(ns) -> int:
         # every profiling preset, on the first recipe (the presets are recipe-independent fragments)
         runs += [(runs[0][0], f" +profiling={p.stem}", [f"+configs/profiling={p.stem}", *split_args(ns.args)])
                  for p in sorted((catalog.root() / "configs/profiling").glob("*.yaml")) if p.stem != "common"]
-        # every recipe as a launch on a node without flash-attn composes it (configs/attention, added by the launcher)
-        runs += [(r, f" +attention={fragment}", [f"+configs/attention={fragment}", *split_args(ns.args)])
-                 for r in catalog.all_recipes() if r.variant is None
-                 for fragment in [attention_fragment(compose(r, split_args(ns.args)))] if fragment]
+        # every recipe as a launch on a node without flash-attn or apex composes it (the fragments the launcher adds)
+        runs += [(r, "".join(f" +{o.removeprefix('+configs/')}" for o in overrides), [*overrides, *split_args(ns.args)])
+                 for r in catalog.all_recipes() if r.variant is None or r.card_value("requirements") == MEGATRON
+                 for overrides in [[o for o, _ in fallback_overrides(compose(r, split_args(ns.args)), lambda m: False)]]
+                 if overrides]
         # every logger fragment (configs/logging=wandb, ...), likewise
         runs += [(runs[0][0], f" configs/logging={p.stem}", [f"configs/logging={p.stem}", *split_args(ns.args)])
                  for p in sorted((catalog.root() / "configs/logging").glob("*.yaml")) if p.stem != "console_file"]
