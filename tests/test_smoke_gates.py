@@ -73,3 +73,13 @@ def test_the_fully_async_run_passes_with_its_one_step_metrics_lag():
     assert gates.evaluate(steps, 2, async_gates, lag=entrypoints.get(catalog.get(
         "qwen25-7b-grpo", variant="async").entrypoint).metrics_lag) == []
     assert any("step 1: metric 'actor/grad_norm' is missing" in f for f in gates.evaluate(steps, 2, async_gates))
+
+
+@pytest.mark.parametrize("spec", ["qwen25-7b-grpo", "qwen25-7b-grpo:megatron", "qwen25-7b-grpo:async"])
+def test_tiny_smokes_start_no_dataloader_workers(spec, tmp_path):
+    """The 'exit 0' gate: a worker killed at teardown, after the last step, made a good Megatron run exit 1."""
+    from verl_recipes.compose import compose
+    from verl_recipes.smoke.run import smoke_args
+
+    recipe = catalog.parse(spec)
+    assert compose(recipe, smoke_args(recipe, tmp_path)).data.dataloader_num_workers == 0

@@ -77,7 +77,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path | None) -> int:
         lag=entrypoints.get(recipe.entrypoint).metrics_lag)
     weight_report = {}
     if weight_gates_on(recipe, tiny is not None) and not rc:
-        final = weights.last_step_folder(run_dir, cfg.trainer.default_local_dir, int(cfg.trainer.total_training_steps))
+        final = weights.last_step_folder(run_dir, cfg.trainer.default_local_dir, int(cfg.trainer.total_training_steps),
+                                         cfg.model_engine)
         found, weight_report = weights.compare(weights.local_model(cfg.actor_rollout_ref.model.path), final,
                                                frozen_modules(recipe) or [])
         failures += found
