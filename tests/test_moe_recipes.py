@@ -301,3 +301,23 @@ def test_the_tiny_layouts_split_the_tiny_models(name):
     assert (tp, ep, gpus) == (2, 2, 2)  # the two-GPU layout exercises TP and EP
     with pytest.raises(catalog.RecipeError, match="tiny overlays are tiny_gpu_megatron, tiny_2gpu_megatron_tp2_ep2"):
         overlay_args(recipe, True, "model", "tiny_gpu")  # a layout the card does not list
+
+
+def test_the_tiny_dapo_prompts_fit_the_tiny_smoke(tiny_moe):
+    """The MoE recipes train on dapo_math: the tiny rows carry the DAPO template and fit the tiny prompt budget
+    (rows over it would be filtered out, leaving nothing to train on)."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from verl_recipes.data.prompts import DAPO_PREFIX
+    from verl_recipes.smoke.run import smoke_args
+    from verl_recipes.smoke.tiny import ROWS
+
+    tok = AutoTokenizer.from_pretrained(tiny_moe)
+    limit = compose(catalog.get(STANDIN), smoke_args(catalog.get(STANDIN), tiny_moe.parent)).data.max_prompt_length
+    rows = ROWS["dapo_math"]("train", 16, random.Random(0))
+    assert all(row["prompt"][0]["content"].startswith(DAPO_PREFIX) for row in rows)
+    lengths = [len(tok(tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False))["input_ids"])
+               for row in rows]
+    assert max(lengths) <= limit == 128

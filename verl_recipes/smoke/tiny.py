@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
-from verl_recipes.data.prompts import RETOOL_INSTRUCTION
+from verl_recipes.data.prompts import DAPO_PREFIX, DAPO_SUFFIX, RETOOL_INSTRUCTION
 from verl_recipes.smoke import tiny_vl
 from verl_recipes.smoke.tiny_moe import MOE
 from verl_recipes.smoke.tokenizer import tiny_tokenizer
@@ -32,7 +33,9 @@ def _problem(rng: random.Random) -> tuple[str, str]:
 
 def build_tokenizer(folder: Path, rng: random.Random):
     corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
-    corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]  # so retool prompts fit 128 tokens
+    # so the DAPO and ReTool prompts fit 128 tokens
+    corpus += [DAPO_PREFIX + _problem(rng)[0] + DAPO_SUFFIX for _ in range(200)]
+    corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]
     return tiny_tokenizer(folder, corpus, SPECIAL)
 
 
@@ -84,21 +87,22 @@ def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
     return rows
 
 
-def _retool_rows(split: str, n: int, rng: random.Random) -> list[dict]:
-    """Rows as `prepare dapo_math_retool` writes them (problem + code_interpreter instruction, tool agent)."""
+def _dapo_rows(split: str, n: int, rng: random.Random, retool: bool) -> list[dict]:
+    """Rows as `prepare dapo_math` writes them (the DAPO template), or `prepare dapo_math_retool` (problem +
+    code_interpreter instruction, tool agent)."""
     from verl_recipes.data.dapo_math import _row
 
     rows = []
     for i in range(n):
-        row = _row("math_dapo", *_problem(rng), retool=True)
+        row = _row("math_dapo", *_problem(rng), retool=retool)
         row["extra_info"] = {**row["extra_info"], "split": split, "index": i}
         rows.append(row)
     return rows
 
 
 # dataset name -> row maker; the file names come from verl_recipes.data.prepare.outputs so the recipe finds them
-ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math_retool": _retool_rows,
-        "deepeyes": tiny_vl.deepeyes_rows}
+ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math": partial(_dapo_rows, retool=False),
+        "dapo_math_retool": partial(_dapo_rows, retool=True), "deepeyes": tiny_vl.deepeyes_rows}
 MODELS = {"qwen2": build_qwen2, "qwen3_moe": build_qwen3_moe, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl,
           "qwen3_vl": tiny_vl.build_qwen3_vl, "qwen3_vl_moe": tiny_vl.build_qwen3_vl_moe}
 
