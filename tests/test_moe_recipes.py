@@ -206,11 +206,12 @@ def test_standin_is_the_235b_recipe_on_one_node():
     assert composed(STANDIN).trainer.nnodes == 1
 
 
-def test_cards_name_their_smoke_model_and_no_tiny_family():
-    for name, smoke in ((BIG, "Qwen/Qwen3-235B-A22B"), (STANDIN, "Qwen/Qwen3-30B-A3B"),
-                        (VL, "Qwen/Qwen3-VL-30B-A3B-Instruct")):
+def test_cards_name_their_smoke_model_and_tiny_family():
+    """The 235B has no tiny path of its own: the 30B stand-in's tiny MoE takes the same Megatron paths."""
+    for name, smoke, family in ((BIG, "Qwen/Qwen3-235B-A22B", None), (STANDIN, "Qwen/Qwen3-30B-A3B", "qwen3_moe"),
+                                (VL, "Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe")):
         card = catalog.load_card(name, "v1")
-        assert card["smoke_model"] == smoke and "tiny_family" not in card
+        assert card["smoke_model"] == smoke and card.get("tiny_family") == family
         assert (REPO / "models" / smoke / "config.json").is_file()
     assert set(catalog.load_card(BIG, "v1")["variants"]) == set(PRESETS)
 
@@ -250,3 +251,73 @@ def test_model_configs_hold_the_public_shapes(config, fields, total_params):
     assert {key: hf[key] for key in fields} == fields
     assert hf["model_type"] == "qwen3_moe" and hf["mlp_only_layers"] == [] and hf["decoder_sparse_step"] == 1
     assert hf_total_params(model_shape(hf)) == pytest.approx(total_params, rel=1e-3)  # the names' 235B and 30B
+
+
+# ------------------------------------------------------------------------------------------------ tiny MoE smokes
+
+
+@pytest.fixture(scope="module")
+def tiny_moe(tmp_path_factory):
+    from verl_recipes.smoke.tiny import build_qwen3_moe
+
+    return build_qwen3_moe(tmp_path_factory.mktemp("qwen3_moe"))
+
+
+def test_the_tiny_qwen3_moe_has_the_30b_architecture_and_routes_every_layer(tiny_moe):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    tiny, real = (json.loads(path.read_text()) for path in (tiny_moe / "config.json", STANDIN_CONFIG))
+    shape = ("model_type", "architectures", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",
+             "tie_word_embeddings")
+    assert {k: tiny[k] for k in shape} == {k: real[k] for k in shape}
+    model = AutoModelForCausalLM.from_pretrained(tiny_moe, dtype=torch.float32, output_router_logits=True)
+    out = model(input_ids=torch.arange(12).view(1, 12))
+    assert torch.isfinite(out.logits).all()
+    assert len(out.router_logits) == tiny["num_hidden_layers"]  # every layer routes
+    assert out.router_logits[0].shape[-1] == model.config.num_experts == 8  # transformers 5: num_local_experts
+
+
+@pytest.mark.parametrize("name", [STANDIN, VL])
+def test_the_tiny_layouts_split_the_tiny_models(name):
+    """EP divides the experts, TP the heads and KV heads, PP the layers, and the GPUs hold the trainer: the tiny
+    smokes' layouts (configs/smoke/tiny_*megatron*) against tiny_moe.MOE and the tiny text shape."""
+    from verl_recipes.smoke.run import overlay_args, tiny_overlays
+    from verl_recipes.smoke.tiny import TEXT_SHAPE
+    from verl_recipes.smoke.tiny_moe import MOE
+
+    recipe = catalog.get(name)
+    layouts = tiny_overlays(recipe)
+    assert layouts == ["tiny_gpu_megatron", "tiny_2gpu_megatron_tp2_ep2"]
+    for layout in layouts:
+        cfg = compose(recipe, overlay_args(recipe, True, recipe.card_value("smoke_model"), layout))
+        m = cfg.actor_rollout_ref.actor.megatron
+        tp, pp, ep, etp = (m.tensor_model_parallel_size, m.pipeline_model_parallel_size, m.expert_model_parallel_size,
+                           m.expert_tensor_parallel_size)
+        gpus = cfg.trainer.n_gpus_per_node
+        assert MOE["num_experts"] % ep == 0 and TEXT_SHAPE["num_key_value_heads"] % tp == 0
+        assert TEXT_SHAPE["num_hidden_layers"] % (pp * (m.virtual_pipeline_model_parallel_size or 1)) == 0
+        assert gpus % (tp * pp) == 0 and (gpus // pp) % (ep * etp) == 0  # experts fold over TP x DP
+    assert (tp, ep, gpus) == (2, 2, 2)  # the two-GPU layout exercises TP and EP
+    with pytest.raises(catalog.RecipeError, match="tiny overlays are tiny_gpu_megatron, tiny_2gpu_megatron_tp2_ep2"):
+        overlay_args(recipe, True, "model", "tiny_gpu")  # a layout the card does not list
+
+
+def test_the_tiny_dapo_prompts_fit_the_tiny_smoke(tiny_moe):
+    """The MoE recipes train on dapo_math: the tiny rows carry the DAPO template and fit the tiny prompt budget
+    (rows over it would be filtered out, leaving nothing to train on)."""
+    import random
+
+    from transformers import AutoTokenizer
+
+    from verl_recipes.data.prompts import DAPO_PREFIX
+    from verl_recipes.smoke.run import smoke_args
+    from verl_recipes.smoke.tiny import ROWS
+
+    tok = AutoTokenizer.from_pretrained(tiny_moe)
+    limit = compose(catalog.get(STANDIN), smoke_args(catalog.get(STANDIN), tiny_moe.parent)).data.max_prompt_length
+    rows = ROWS["dapo_math"]("train", 16, random.Random(0))
+    assert all(row["prompt"][0]["content"].startswith(DAPO_PREFIX) for row in rows)
+    lengths = [len(tok(tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False))["input_ids"])
+               for row in rows]
+    assert max(lengths) <= limit == 128

@@ -83,3 +83,13 @@ def test_a_logger_list_without_the_file_logger_is_refused_with_the_fix():
     assert len(errors) == 1 and "'trainer.logger' = ['console', 'wandb'] has no 'file'" in errors[0]
     assert "use trainer.logger=[console,wandb,file]" in errors[0]
     assert check(catalog.get("qwen25-7b-grpo"), "trainer.logger=[console,wandb,file]") == []
+
+
+@pytest.mark.parametrize("spec", ["qwen25-7b-grpo", "qwen25-7b-grpo:megatron", "qwen25-7b-grpo:async"])
+def test_tiny_smokes_start_no_dataloader_workers(spec, tmp_path):
+    """The 'exit 0' gate: a worker killed at teardown, after the last step, made a good Megatron run exit 1."""
+    from verl_recipes.compose import compose
+    from verl_recipes.smoke.run import smoke_args
+
+    recipe = catalog.parse(spec)
+    assert compose(recipe, smoke_args(recipe, tmp_path)).data.dataloader_num_workers == 0

@@ -75,8 +75,19 @@ def test_a_run_that_saved_nothing_names_the_folder_and_the_keys(tmp_path, initia
 
 
 def test_last_step_folder_follows_verls_layout(tmp_path):
-    assert weights.last_step_folder(tmp_path, "checkpoints/p/e", 2) == tmp_path / "checkpoints/p/e/global_step_2/actor/huggingface"
-    assert weights.last_step_folder(tmp_path, "/abs/ckpt", 3) == Path("/abs/ckpt/global_step_3/actor/huggingface")
+    assert weights.last_step_folder(tmp_path, "checkpoints/p/e", 2, "dp") == tmp_path / "checkpoints/p/e/global_step_2/actor/huggingface"
+    assert weights.last_step_folder(tmp_path, "/abs/ckpt", 3, "dp") == Path("/abs/ckpt/global_step_3/actor/huggingface")
+
+
+def test_a_megatron_checkpoint_keeps_its_hf_folder_where_verl_writes_it(tmp_path):
+    """verl's own folder names (megatron_utils imports Megatron, absent here, so its source is read): this fails if a
+    verl upgrade moves the folder."""
+    import importlib.util
+
+    source = (Path(importlib.util.find_spec("verl").origin).parent / "utils" / "megatron_utils.py").read_text()
+    assert '_MODEL_SUBDIR = "model"' in source and '_HUGGINGFACE_SUBDIR = "huggingface"' in source
+    assert weights.last_step_folder(tmp_path, "checkpoints", 2, "megatron") == \
+        tmp_path / "checkpoints/global_step_2/actor/model/huggingface"
 
 
 def test_tiny_smokes_save_the_last_step_and_take_the_cards_tiny_args(tmp_path):

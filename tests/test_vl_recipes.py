@@ -161,7 +161,8 @@ def test_open_dict_rules_name_the_broken_key(changes, expected):
 
 # ------------------------------------------------------------------------------------------------ tiny VL models
 
-FAMILIES = {"qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl}
+FAMILIES = {"qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl,
+            "qwen3_vl_moe": tiny_vl.build_qwen3_vl_moe}
 
 
 @pytest.fixture(scope="module")

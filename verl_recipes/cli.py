@@ -31,28 +31,54 @@ def cmd_show(ns) -> int:
 
 
 def cmd_check(ns) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="verl-recipes-tiny-") as scratch:
+        return _check(ns, scratch)
+
+
+def _check(ns, scratch: str) -> int:
+    from functools import cache
+    from pathlib import Path
+
     from verl_recipes import parity, pins
-    from verl_recipes.check.preflight import attention_fragment
+    from verl_recipes.check.preflight import MEGATRON, fallback_overrides
     from verl_recipes.check.recipe import check
     from verl_recipes.compose import compose, split_args
-    from verl_recipes.smoke.run import overlay, overlay_args
+    from verl_recipes.smoke.run import overlay_args, tiny_overlays
+    from verl_recipes.smoke.tiny import MODELS
+
+    @cache
+    def tiny_model(family: str) -> str:  # built in seconds, so the planner sizes what the tiny smoke runs
+        return str(MODELS[family](Path(scratch) / family))
+
+    def fragments(args: list[str]) -> str:  # the label of a run: " +smoke=tiny_gpu +attention=torch_varlen"
+        return "".join(f" +{arg.removeprefix('+configs/')}" for arg in args if arg.startswith("+configs/"))
+
+    def smoke_args(recipe, tiny: bool, choice: str | None) -> list[str]:
+        """A tiny smoke as the lent GPU machine launches it: its tiny model, without flash-attn or apex."""
+        if not tiny:
+            return overlay_args(recipe, False, recipe.card_value("smoke_model"))
+        args = overlay_args(recipe, True, tiny_model(recipe.card_value("tiny_family")), choice)
+        return [*args, *(o for o, _ in fallback_overrides(compose(recipe, args), lambda module: False))]
 
     if ns.name == "all":  # every recipe, version and variant, alone and under each smoke overlay
         runs = [(r, "", split_args(ns.args)) for r in catalog.all_recipes()]
-        # the node smoke always; the tiny one only where the card names a tiny family
-        runs += [(r, f" +smoke={overlay(r, tiny)}", [*overlay_args(r, tiny, r.card_value("smoke_model")),
-                                                     *split_args(ns.args)])
-                 for r, _, _ in list(runs) for tiny in (False, True) if not tiny or r.card_value("tiny_family")]
+        # the node smoke always; each tiny layout only where the card names a tiny family
+        runs += [(r, fragments(args), [*args, *split_args(ns.args)])
+                 for r, _, _ in list(runs) for tiny in (False, True) if not tiny or r.card_value("tiny_family")
+                 for choice in (tiny_overlays(r) if tiny else [None]) for args in [smoke_args(r, tiny, choice)]]
         # every recipe can take SGLang instead of vLLM (configs/rollout/sglang)
         runs += [(r, " configs/rollout=sglang", ["configs/rollout=sglang", *split_args(ns.args)])
                  for r in catalog.all_recipes() if r.variant is None]
         # every profiling preset, on the first recipe (the presets are recipe-independent fragments)
         runs += [(runs[0][0], f" +profiling={p.stem}", [f"+configs/profiling={p.stem}", *split_args(ns.args)])
                  for p in sorted((catalog.root() / "configs/profiling").glob("*.yaml")) if p.stem != "common"]
-        # every recipe as a launch on a node without flash-attn composes it (configs/attention, added by the launcher)
-        runs += [(r, f" +attention={fragment}", [f"+configs/attention={fragment}", *split_args(ns.args)])
-                 for r in catalog.all_recipes() if r.variant is None
-                 for fragment in [attention_fragment(compose(r, split_args(ns.args)))] if fragment]
+        # every recipe as a launch on a node without flash-attn or apex composes it (the fragments the launcher adds)
+        runs += [(r, fragments(overrides), [*overrides, *split_args(ns.args)])
+                 for r in catalog.all_recipes() if r.variant is None or r.card_value("requirements") == MEGATRON
+                 for overrides in [[o for o, _ in fallback_overrides(compose(r, split_args(ns.args)), lambda m: False)]]
+                 if overrides]
         # every logger fragment (configs/logging=wandb, ...), likewise
         runs += [(runs[0][0], f" configs/logging={p.stem}", [f"configs/logging={p.stem}", *split_args(ns.args)])
                  for p in sorted((catalog.root() / "configs/logging").glob("*.yaml")) if p.stem != "console_file"]
@@ -126,7 +152,7 @@ def cmd_smoke(ns) -> int:
     if ns.dry_run:
         return max(run.dry_run(r, ns.args) for r in recipes)
     tiny = Path(ns.tiny) if ns.tiny else None
-    return max(run.run(r, ns.args, tiny) for r in recipes)
+    return max(run.run(r, ns.args, tiny, ns.overlay or None) for r in recipes)
 
 
 def cmd_learn(ns) -> int:
@@ -259,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                            help="print config path, data to prepare, command and resumption decision; start nothing")
         if command == "smoke":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.smoke.tiny` (one-GPU path)")
+            p.add_argument("--overlay", default="", help="with --tiny: another tiny layout of the card's tiny_overlay list")
             p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
         if command == "learn":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.learn.build`")

@@ -22,8 +22,8 @@ from verl_recipes import cold_start, entrypoints, resume
 from verl_recipes.catalog import REPO, Recipe, RecipeError
 from verl_recipes.check.files import data_files
 from verl_recipes.check.preflight import (
-    attention_fallback,
     attention_path,
+    fallback_overrides,
     gpu_problems,
     missing_packages,
     profiling_preflight,
@@ -141,11 +141,11 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
         print(f"[launch] {recipe.label} starts from its cold start: {start[0].split('=', 1)[1]}", flush=True)
     args = [*start, *args]
     cfg = compose(recipe, args)
-    fallback = None if cluster else attention_fallback(cfg)  # a cluster job's nodes are checked by node_check
-    if fallback:
-        print(f"[launch] flash-attn is not installed here: adding +configs/attention={fallback} "
-              f"(pip install -r requirements/gpu-flash-attn.txt for verl's own kernels)", flush=True)
-        args = [*args, f"+configs/attention={fallback}"]
+    fallbacks = [] if cluster else fallback_overrides(cfg)  # a cluster job's nodes are checked by node_check
+    for override, package in fallbacks:
+        print(f"[launch] {package} is not installed here: adding {override}", flush=True)
+    if fallbacks:
+        args = [*args, *(override for override, _ in fallbacks)]
         cfg = compose(recipe, args)
     errors = check(recipe, args)
     if errors:

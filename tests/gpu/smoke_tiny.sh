@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# One-GPU smoke of recipes on tiny random-init models (lent GPU machine; the kit in ../shared/gpu provides
-# verl + Ray + vLLM). Usage: bash tests/gpu/smoke_tiny.sh RECIPE[:VARIANT] TINY_DIR [RECIPE TINY_DIR ...]
-# (async variants take two GPUs: their cards' tiny_overlay gives the trainer and the rollout one each)
+# Smoke of recipes on tiny random-init models (lent GPU machine; the kit in ../shared/gpu provides verl + Ray + vLLM).
+# Usage: bash tests/gpu/smoke_tiny.sh RECIPE[:VARIANT][@OVERLAY] TINY_DIR [RECIPE TINY_DIR ...]
+# One GPU by default; async variants take two (their cards' tiny_overlay gives the trainer and the rollout one
+# each), and @OVERLAY picks another tiny layout of a card's tiny_overlay list (e.g. two GPUs with EP 2 and TP 2).
 # Copies each run's smoke.json, metrics and config to $OUT when it is set.
 set -uo pipefail
 source "$(dirname "$0")/checkout_path.sh"
 export RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
 status=0
 while [ $# -ge 2 ]; do
-  recipe=$1 tiny=$2; shift 2
+  spec=$1 tiny=$2; shift 2
+  recipe=${spec%%@*} overlay=""; [[ "$spec" == *@* ]] && overlay=${spec#*@}
   variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
-  python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" || status=1
+  python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" --overlay "$overlay" || status=1
   if [ -n "${OUT:-}" ]; then
     run=$(ls -td "$RL_RUNS_DIR"/*-smoke*/launches/*/ 2>/dev/null | head -1)
-    name=${recipe//[:\/]/_}
-    n=1; while [ -e "$OUT/$name.smoke.json" ]; do n=$((n + 1)); name="${recipe//[:\/]/_}.$n"; done  # a re-run
+    name=${spec//[:\/@]/_}
+    n=1; while [ -e "$OUT/$name.smoke.json" ]; do n=$((n + 1)); name="${spec//[:\/@]/_}.$n"; done  # a re-run
     for f in smoke.json metrics.jsonl config.yaml launch.json; do [ -f "$run/$f" ] && cp "$run/$f" "$OUT/$name.$f"; done
   fi
 done

@@ -54,6 +54,20 @@ SNAPSHOT_BYTES_PER_FRAME = 100
 FIX_DISK = "free space, point global_profiler.save_path at a larger disk, or profile fewer STEPS/RANKS"
 
 
+# What verl 0.9.1's Megatron engine imports -> the pin that provides it; the two files say why these versions and how
+# they install (pip install -r the first, then pip install --no-deps --no-build-isolation -r the second)
+MEGATRON = "requirements/gpu-megatron.txt"
+MEGATRON_NODEPS = "requirements/gpu-megatron-nodeps.txt"
+MEGATRON_PACKAGES = {
+    "megatron.core": f"megatron-core==0.18.2 ({MEGATRON})",
+    "transformer_engine": f"transformer-engine[core-cu13]==2.20.2 ({MEGATRON})",
+    "modelopt": f"nvidia-modelopt==0.44.0 ({MEGATRON})",
+    "megatron.bridge": f"megatron-bridge==0.5.1 ({MEGATRON_NODEPS}: --no-deps)",
+    "transformer_engine_torch": f"transformer-engine-torch==2.20.2, built for this torch ({MEGATRON_NODEPS}: "
+                                f"--no-build-isolation; tests/gpu/build_transformer_engine.sh on a machine without GPU)",
+}
+
+
 def ray_nsight_root() -> Path:
     """Where Ray writes nsys reports before verl moves them (ray/_private/runtime_env/nsight.py)."""
     return Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray"
@@ -113,8 +127,7 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
     if cfg.actor_rollout_ref.rollout.name in ("vllm", "sglang"):
         needs[cfg.actor_rollout_ref.rollout.name] = f"verl[{cfg.actor_rollout_ref.rollout.name}]"
     if cfg.model_engine == "megatron":
-        needs["megatron.core"] = "verl[megatron] plus the pinned megatron-core (requirements/gpu-megatron.txt)"
-        needs["transformer_engine"] = "verl[megatron] (TransformerEngine)"
+        needs.update(MEGATRON_PACKAGES)
     elif cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
         # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
         needs["flash_attn"] = (f"flash-attn (requirements/gpu-flash-attn.txt), or run without it: "
@@ -149,21 +162,47 @@ def reward_packages(cfg: DictConfig) -> dict[str, str]:
 def attention_fragment(cfg: DictConfig) -> str | None:
     """The configs/attention fragment that replaces flash-attn for this config; None where it asks for none."""
     model = cfg.actor_rollout_ref.model
-    if cfg.model_engine == "megatron" or model.override_config.get("attn_implementation", "flash_attention_2") != "flash_attention_2":
+    if cfg.model_engine == "megatron":  # verl asks TransformerEngine for its flash backend, which is flash-attn's
+        return "megatron_fused" if _transformer_config(cfg).get("attention_backend") == "flash" else None
+    if model.override_config.get("attn_implementation", "flash_attention_2") != "flash_attention_2":
         return None
     return "sdpa_padded" if hf_config(model.path).get("vision_config") is not None else "torch_varlen"
 
 
-def attention_fallback(cfg: DictConfig) -> str | None:
-    """attention_fragment(cfg) where this machine cannot import flash_attn: the launcher adds it and says so."""
-    return None if _module_found("flash_attn") else attention_fragment(cfg)
+def _transformer_config(cfg: DictConfig) -> DictConfig:
+    return cfg.actor_rollout_ref.actor.megatron.override_transformer_config
+
+
+def apex_fragment(cfg: DictConfig) -> str | None:
+    """configs/apex/absent for a Megatron config with gradient_accumulation_fusion on, by its own setting or by
+    Megatron-Bridge's default where it sets none: Megatron-Core then needs apex's fused_weight_gradient_mlp_cuda."""
+    if cfg.model_engine != "megatron" or _transformer_config(cfg).get("gradient_accumulation_fusion", True) is False:
+        return None
+    return "absent"
+
+
+# module this machine lacks -> (configs group, the function that picks its fragment, what the package is)
+FALLBACKS = {"flash_attn": ("attention", attention_fragment, "flash-attn"),
+             "fused_weight_gradient_mlp_cuda": ("apex", apex_fragment, "apex's CUDA extension")}
+
+
+def fallback_overrides(cfg: DictConfig, installed=_module_found) -> list[tuple[str, str]]:
+    """(override, what is missing) for each configs fragment that stands in for a package this machine cannot
+    import: the launcher adds each and says so; `make check` proves them all (installed=lambda module: False)."""
+    found = []
+    for module, (group, fragment, package) in FALLBACKS.items():
+        option = None if installed(module) else fragment(cfg)
+        if option:
+            found.append((f"+configs/{group}={option}", package))
+    return found
 
 
 def attention_path(cfg: DictConfig) -> str:
     """Which attention and log-prob code the actor will run, for the launch summary."""
     model = cfg.actor_rollout_ref.model
     if cfg.model_engine == "megatron":
-        return "Megatron-Core (TransformerEngine attention, vocab-parallel log-probs)"
+        backend = _transformer_config(cfg).get("attention_backend")
+        return f"Megatron-Core (TransformerEngine attention, backend {backend}; vocab-parallel log-probs)"
     implementation = model.override_config.get("attn_implementation", "flash_attention_2")
     packing = "packed rows" if model.use_remove_padding else "padded rows"
     attention = {"flash_attention_2": "flash-attn", "torch_varlen": "PyTorch varlen_attn (torch_varlen)",

@@ -4,8 +4,11 @@
   leaves them as they were, with every metric still finite).
 - Every tensor under a frozen module (checks.yaml `frozen: [visual]`) is bit-identical.
 
-The run saves its last step as a Hugging Face folder (SAVE_LAST_STEP). verl writes the fp32 master weights there,
-so an update at lr 1e-6, which bf16 cannot show, is visible; a frozen tensor loaded from bf16 stays exact.
+The run saves its last step as a Hugging Face folder (SAVE_LAST_STEP). On FSDP verl writes the fp32 master weights
+there, so an update at lr 1e-6, which bf16 cannot show, is visible; a frozen tensor loaded from bf16 stays exact.
+On Megatron, Megatron-Bridge exports the model's bf16 parameters (the fp32 master copy stays in the optimizer): a
+1e-6 step then shows only on weights below ~5e-4 in magnitude, a few percent of a randomly initialised matrix,
+which is enough for "some trainable tensor changed".
 """
 
 from __future__ import annotations
@@ -79,9 +82,15 @@ def compare(initial: Path, final: Path, frozen: list[str]) -> tuple[list[str], d
     return failures, counts
 
 
-def last_step_folder(run_dir: Path, local_dir: str, step: int) -> Path:
+# where an actor checkpoint keeps its Hugging Face folder: FSDP's actor/huggingface; Megatron's v2 layout nests it under
+# model/ (verl/utils/megatron_utils.py get_hf_model_checkpoint_path)
+HF_FOLDER = {"megatron": "model/huggingface"}
+
+
+def last_step_folder(run_dir: Path, local_dir: str, step: int, engine: str) -> Path:
     base = Path(local_dir)
-    return (base if base.is_absolute() else run_dir / base) / f"global_step_{step}" / "actor" / "huggingface"
+    actor = (base if base.is_absolute() else run_dir / base) / f"global_step_{step}" / "actor"
+    return actor / HF_FOLDER.get(engine, "huggingface")
 
 
 def local_model(path: str) -> Path:

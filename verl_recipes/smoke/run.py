@@ -1,7 +1,8 @@
 """`make <recipe>-smoke`: the real recipe plus a smoke overlay, then the metric gates.
 
 Node smoke (8 GPUs): `+configs/smoke=node` and the card's `smoke_model` (smallest real model of the family).
-Tiny smoke (1 GPU): `TINY=<dir>` from `python -m verl_recipes.smoke.tiny`: `+configs/smoke=tiny_gpu`, its model and data.
+Tiny smoke (1 GPU): `TINY=<dir>` from `python -m verl_recipes.smoke.tiny`: `+configs/smoke=tiny_gpu` (or the card's
+tiny_overlay; `--overlay` picks another of its list), its model and data.
 Dry run (CPU): print the composed smoke config and prove it, nothing is launched.
 """
 
@@ -28,22 +29,34 @@ def weight_gates_on(recipe: Recipe, tiny: bool) -> bool:
     return tiny or frozen_modules(recipe) is not None
 
 
-def overlay(recipe: Recipe, tiny: bool) -> str:
-    """The configs/smoke fragment: the card's tiny_overlay (one GPU, two for async) or smoke_overlay (a node)."""
-    return recipe.card_value("tiny_overlay", "tiny_gpu") if tiny else recipe.card_value("smoke_overlay", "node")
+def tiny_overlays(recipe: Recipe) -> list[str]:
+    """The card's tiny_overlay: one configs/smoke fragment (one GPU, two for async), or a list of tiny layouts
+    (a Megatron MoE recipe: one GPU, then two with EP and TP), the first being the default."""
+    value = recipe.card_value("tiny_overlay", "tiny_gpu")
+    return [value] if isinstance(value, str) else list(value)
 
 
-def overlay_args(recipe: Recipe, tiny: bool, model: str) -> list[str]:
+def overlay(recipe: Recipe, tiny: bool, choice: str | None = None) -> str:
+    """The configs/smoke fragment: a tiny overlay of the card (`choice`, else its first) or smoke_overlay (a node)."""
+    if not tiny:
+        return recipe.card_value("smoke_overlay", "node")
+    options = tiny_overlays(recipe)
+    if choice is not None and choice not in options:
+        raise RecipeError(f"{recipe.label}: its card's tiny overlays are {', '.join(options)}, not '{choice}'")
+    return choice or options[0]
+
+
+def overlay_args(recipe: Recipe, tiny: bool, model: str, choice: str | None = None) -> list[str]:
     """The smoke overlay and the card's arguments for it, with `model` swapped in."""
     save = weights.SAVE_LAST_STEP if weight_gates_on(recipe, tiny) else []
-    return [f"+configs/smoke={overlay(recipe, tiny)}", f"actor_rollout_ref.model.path={model}",
+    return [f"+configs/smoke={overlay(recipe, tiny, choice)}", f"actor_rollout_ref.model.path={model}",
             *split_args(recipe.card_value("tiny_args" if tiny else "smoke_args", "")), *save]
 
 
-def smoke_args(recipe: Recipe, tiny: Path | None) -> list[str]:
+def smoke_args(recipe: Recipe, tiny: Path | None, choice: str | None = None) -> list[str]:
     """Tiny: the model built in `tiny`/model; node: the card's smoke_model (the smallest real model of the family)."""
     if tiny is not None:
-        return overlay_args(recipe, True, str(tiny.resolve() / "model"))
+        return overlay_args(recipe, True, str(tiny.resolve() / "model"), choice)
     model = recipe.card_value("smoke_model")
     if not model:
         raise RecipeError(f"{recipe.label}: its card has no smoke_model (the smallest real model of the family)")
@@ -62,14 +75,14 @@ def dry_run(recipe: Recipe, args: str | None) -> int:
     return 1 if errors else 0
 
 
-def run(recipe: Recipe, args: str | None, tiny: Path | None) -> int:
+def run(recipe: Recipe, args: str | None, tiny: Path | None, choice: str | None = None) -> int:
     from verl_recipes.launch import launch
 
     if tiny is not None:
         os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
     started = time.time()
     # a smoke never resumes: each gets a fresh run folder, so a stale smoke's checkpoints cannot stand in for training
-    rc, run_dir, cfg = launch(recipe, smoke_args(recipe, tiny) + split_args(args), tag="-smoke", mode="never")
+    rc, run_dir, cfg = launch(recipe, smoke_args(recipe, tiny, choice) + split_args(args), tag="-smoke", mode="never")
     steps = gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     failures = ([f"verl exited with {rc}"] if rc else []) + gates.evaluate(
         steps, int(cfg.trainer.total_training_steps),
@@ -77,7 +90,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path | None) -> int:
         lag=entrypoints.get(recipe.entrypoint).metrics_lag)
     weight_report = {}
     if weight_gates_on(recipe, tiny is not None) and not rc:
-        final = weights.last_step_folder(run_dir, cfg.trainer.default_local_dir, int(cfg.trainer.total_training_steps))
+        final = weights.last_step_folder(run_dir, cfg.trainer.default_local_dir, int(cfg.trainer.total_training_steps),
+                                         cfg.model_engine)
         found, weight_report = weights.compare(weights.local_model(cfg.actor_rollout_ref.model.path), final,
                                                frozen_modules(recipe) or [])
         failures += found

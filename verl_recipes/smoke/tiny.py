@@ -11,13 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
-from verl_recipes.data.prompts import RETOOL_INSTRUCTION
+from verl_recipes.data.prompts import DAPO_PREFIX, DAPO_SUFFIX, RETOOL_INSTRUCTION
 from verl_recipes.smoke import tiny_vl
+from verl_recipes.smoke.tiny_moe import MOE
 from verl_recipes.smoke.tokenizer import tiny_tokenizer
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -31,28 +33,48 @@ def _problem(rng: random.Random) -> tuple[str, str]:
 
 def build_tokenizer(folder: Path, rng: random.Random):
     corpus = [" ".join(_problem(rng)) + BOXED + " <think> so the answer is \\boxed{42} </think>" for _ in range(2000)]
-    corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]  # so retool prompts fit 128 tokens
+    # so the DAPO and ReTool prompts fit 128 tokens
+    corpus += [DAPO_PREFIX + _problem(rng)[0] + DAPO_SUFFIX for _ in range(200)]
+    corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]
     return tiny_tokenizer(folder, corpus, SPECIAL)
 
 
-def build_qwen2(folder: Path, seed: int = 0) -> Path:
-    """A 4-layer Qwen2 (the Qwen2.5 architecture) with head_dim 64, which vLLM's kernels support; untied embeddings like
-    Qwen2.5-7B (the recipes' model), since FSDP2 wraps an untied lm_head apart and some verl paths trip on it."""
+def _causal_lm(folder: Path, seed: int, config_class, model_class, **shape) -> Path:
+    """A random-init bf16 text model of `shape` with the tiny tokenizer; untied embeddings like the recipes' models
+    (Qwen2.5-7B, Qwen3-30B-A3B), since FSDP2 wraps an untied lm_head apart and some verl paths trip on it."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(folder, random.Random(seed))
     pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
-    config = Qwen2Config(vocab_size=(len(tok) + 63) // 64 * 64, hidden_size=256, intermediate_size=512,
-                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=4096, tie_word_embeddings=False, bos_token_id=pad,
-                         eos_token_id=eos, pad_token_id=pad, torch_dtype="bfloat16")
+    config = config_class(vocab_size=(len(tok) + 63) // 64 * 64, max_position_embeddings=4096,
+                          tie_word_embeddings=False, bos_token_id=pad, eos_token_id=eos, pad_token_id=pad,
+                          torch_dtype="bfloat16", **shape)
     torch.manual_seed(seed)
-    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    model_class(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
     (folder / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": pad, "eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True}))
     return folder
+
+
+# 4 layers, 4 heads of 64 (a head size vLLM's kernels support), GQA 2
+TEXT_SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=2)
+
+
+def build_qwen2(folder: Path, seed: int = 0) -> Path:
+    """A 4-layer Qwen2, the Qwen2.5 architecture."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    return _causal_lm(folder, seed, Qwen2Config, Qwen2ForCausalLM, **TEXT_SHAPE)
+
+
+def build_qwen3_moe(folder: Path, seed: int = 0) -> Path:
+    """A 4-layer Qwen3-MoE (Qwen3-30B-A3B's architecture: QK norm, every layer sparse, top-k normalised) with the
+    experts of tiny_moe.MOE."""
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    return _causal_lm(folder, seed, Qwen3MoeConfig, Qwen3MoeForCausalLM, norm_topk_prob=True, **TEXT_SHAPE, **MOE)
 
 
 def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
@@ -65,22 +87,24 @@ def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
     return rows
 
 
-def _retool_rows(split: str, n: int, rng: random.Random) -> list[dict]:
-    """Rows as `prepare dapo_math_retool` writes them (problem + code_interpreter instruction, tool agent)."""
+def _dapo_rows(split: str, n: int, rng: random.Random, retool: bool) -> list[dict]:
+    """Rows as `prepare dapo_math` writes them (the DAPO template), or `prepare dapo_math_retool` (problem +
+    code_interpreter instruction, tool agent)."""
     from verl_recipes.data.dapo_math import _row
 
     rows = []
     for i in range(n):
-        row = _row("math_dapo", *_problem(rng), retool=True)
+        row = _row("math_dapo", *_problem(rng), retool=retool)
         row["extra_info"] = {**row["extra_info"], "split": split, "index": i}
         rows.append(row)
     return rows
 
 
 # dataset name -> row maker; the file names come from verl_recipes.data.prepare.outputs so the recipe finds them
-ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math_retool": _retool_rows,
-        "deepeyes": tiny_vl.deepeyes_rows}
-MODELS = {"qwen2": build_qwen2, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl}
+ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math": partial(_dapo_rows, retool=False),
+        "dapo_math_retool": partial(_dapo_rows, retool=True), "deepeyes": tiny_vl.deepeyes_rows}
+MODELS = {"qwen2": build_qwen2, "qwen3_moe": build_qwen3_moe, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl,
+          "qwen3_vl": tiny_vl.build_qwen3_vl, "qwen3_vl_moe": tiny_vl.build_qwen3_vl_moe}
 
 
 def write_datasets(datasets: list[str], data_dir: Path, seed: int = 0) -> list[Path]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from verl_recipes.smoke.tiny_moe import MOE
 from verl_recipes.smoke.tokenizer import tiny_tokenizer
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
@@ -126,19 +127,18 @@ def build_qwen2_5_vl(folder: Path, seed: int = 0) -> Path:
     return _save(folder, tok, config, {"preprocessor_config.json": preprocessor}, seed)
 
 
-def build_qwen3_vl(folder: Path, seed: int = 0) -> Path:
-    """A 4-layer Qwen3-VL with a 2-block vision tower (one deepstack merger); patch 16, 2x2 merge, as the real model."""
-    from transformers import Qwen3VLConfig
-
+def _qwen3_vl(folder: Path, seed: int, config_class, architecture: str, **text_extra) -> Path:
+    """A 4-layer Qwen3-VL language model with a 2-block vision tower (one deepstack merger); patch 16, 2x2 merge, as
+    the real models."""
     folder.mkdir(parents=True, exist_ok=True)
     tok = _tokenizer(folder, random.Random(seed))
-    text = _text_config(tok, mrope_section=[12, 10, 10], head_dim=HEAD_DIM)
+    text = _text_config(tok, mrope_section=[12, 10, 10], head_dim=HEAD_DIM, **text_extra)
     text["rope_parameters"]["mrope_interleaved"] = True
     vision = dict(depth=2, hidden_size=128, intermediate_size=256, num_heads=2, out_hidden_size=text["hidden_size"],
                   patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64,
                   deepstack_visual_indexes=[0])
-    config = Qwen3VLConfig(text_config=text, vision_config=vision, **_special_ids(tok))
-    config.architectures = ["Qwen3VLForConditionalGeneration"]
+    config = config_class(text_config=text, vision_config=vision, **_special_ids(tok))
+    config.architectures = [architecture]
     common = {"processor_class": "Qwen3VLProcessor", "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
               "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
     files = {  # the hub's Qwen3-VL layout: separate image and video processor configs
@@ -148,3 +148,17 @@ def build_qwen3_vl(folder: Path, seed: int = 0) -> Path:
                                            "size": {"shortest_edge": 4096, "longest_edge": 25165824}, **common},
     }
     return _save(folder, tok, config, files, seed)
+
+
+def build_qwen3_vl(folder: Path, seed: int = 0) -> Path:
+    """Qwen3-VL (dense)."""
+    from transformers import Qwen3VLConfig
+
+    return _qwen3_vl(folder, seed, Qwen3VLConfig, "Qwen3VLForConditionalGeneration")
+
+
+def build_qwen3_vl_moe(folder: Path, seed: int = 0) -> Path:
+    """Qwen3-VL-MoE (Qwen3-VL-30B-A3B's architecture) with the experts of tiny_moe.MOE."""
+    from transformers import Qwen3VLMoeConfig
+
+    return _qwen3_vl(folder, seed, Qwen3VLMoeConfig, "Qwen3VLMoeForConditionalGeneration", **MOE)
