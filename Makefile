@@ -20,7 +20,8 @@ SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 .PHONY: help setup test test-fast lint check pin list runs cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
 	$(addsuffix -upstream,$(RECIPES)) $(addsuffix -publish,$(RECIPES)) \
-	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -learn,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry
+	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -learn,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry \
+	bench-e2e
 
 help:
 	@echo "make setup                      create $(VENV)/ with verl 0.9.1 and the CPU test stack"
@@ -46,6 +47,8 @@ help:
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
 	@echo "make bench                      GPU: actor-update and rollout benchmarks vs verl defaults (bench/README.md)"
 	@echo "make bench-dry                  CPU: the same benchmarks on a tiny model"
+	@echo "make bench-e2e ARM=ours         GPU: whole GRPO steps of one arm (ours, verl_example, colocated_2gpu,"
+	@echo "                                 separate_async, async) [E2E=\"--shape qwen2.5-7b ...\"]; DRY=1: prove all"
 	@echo "make <recipe>-profile           profile a few steps  [PRESET=nsys_step|nsys_discrete|torch_rollout|torch_memory"
 	@echo "                                 STEPS=[2,3] RANKS=[0] (or all); same V/VARIANT/ARGS]"
 	@echo "make cp FROM=<recipe>[/vN][:variant] TO=<new>   a new recipe that inherits FROM"
@@ -136,6 +139,12 @@ bench:
 bench-dry:
 	$(PY) -m verl_recipes.bench.actor_update --cpu-dry-run
 	$(PY) -m verl_recipes.bench.rollout --cpu-dry-run
+
+# End to end: one arm of whole GRPO steps per GPU call (bench/README.md "End to end"); DRY=1 proves every arm on CPU
+ARM ?= ours
+E2E ?=
+bench-e2e:
+	$(PY) -m verl_recipes.bench.e2e $(if $(DRY),--cpu-dry-run,--arm $(ARM)) $(E2E)
 
 # any other target (a mistyped recipe, `make qwen25-7b-grop-check`): name the known recipes instead of make's bare
 # "No rule to make target"

@@ -1,0 +1,119 @@
+"""The end-to-end bench on CPU: its forced response lengths, its report from verl's metrics, and every arm proven."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from verl_recipes.bench import e2e_inputs, e2e_report, lengths
+from verl_recipes.bench.forced_lengths import ForcedLengths
+from verl_recipes.check.gates import read_metrics
+
+FIXTURE = Path(__file__).parent / "fixtures/bench/e2e.metrics.jsonl"
+EOS, MAX = 2, 2048
+SMALL_MAX, SMALL_MEDIAN = 256, 125  # the bench's 2048 / 1000, scaled down 8x so the simulation is quick
+
+
+def generate(forced: ForcedLengths, prompts: list[list[int]], max_tokens: int, vocab: int = 8) -> list[int]:
+    """Run requests through the rule as vLLM would (one batch row each, the rule applied every step); the model's own
+    logits are flat, so EOS comes only where the rule puts it. Returns each response's length."""
+    outputs = [[] for _ in prompts]
+    for row, prompt in enumerate(prompts):
+        forced.add(row, prompt, max_tokens, outputs[row])
+    while forced.rows:
+        tokens = forced.apply(torch.zeros(len(prompts), vocab)).argmax(-1).tolist()
+        for row in list(forced.rows):
+            outputs[row].append(tokens[row])
+            if tokens[row] == EOS or len(outputs[row]) == max_tokens:
+                forced.remove(row)
+    return [len(out) for out in outputs]
+
+
+def test_forced_lengths_follow_the_bench_distribution():
+    # 200 prompts x 5 samples, as a GRPO step sends them
+    prompts = [[i, i + 1, i + 2] for i in range(200) for _ in range(5)]
+    realised = np.array(generate(ForcedLengths([EOS], median=SMALL_MEDIAN), prompts, SMALL_MAX))
+    target = lengths.sample(20000, max_response=SMALL_MAX, median=SMALL_MEDIAN, seed=1).responses
+    assert abs(np.median(realised) / np.median(target) - 1) < 0.1  # median ~1000
+    # at the maximum: the 10% spike plus the log-normal's clip above it (0.9 x 21%)
+    assert abs((realised == SMALL_MAX).mean() - (target == SMALL_MAX).mean()) < 0.04
+    assert abs(realised.mean() / target.mean() - 1) < 0.06
+    groups = realised.reshape(200, 5)
+    assert (groups.min(1) < groups.max(1)).mean() > 0.95  # a group's samples get different lengths
+
+
+def test_same_prompts_get_the_same_lengths_and_rows_can_move():
+    first = ForcedLengths([EOS])
+    again = ForcedLengths([EOS])
+    targets = [first.add(row, [7, 8], MAX, []) for row in range(3)]
+    assert targets == [again.add(row, [7, 8], MAX, []) for row in range(3)]
+    first.move(0, 2, swap=True)
+    assert [first.rows[r][0] for r in (0, 2)] == [targets[2], targets[0]]
+    first.move(1, 0, swap=False)
+    assert sorted(first.rows) == [0, 2] and first.rows[0][0] == targets[1]
+
+
+def test_eos_masked_before_the_target_forced_on_it_and_never_for_the_truncated():
+    forced = ForcedLengths([EOS])
+    forced.rows = {0: (4, MAX, [5, 5]), 1: (4, MAX, [5, 5, 5]), 2: (MAX, MAX, [5] * (MAX - 1))}
+    logits = forced.apply(torch.zeros(3, 8))
+    assert logits[0, EOS] == float("-inf") and logits[0, 3] == 0
+    assert logits[1, EOS] == 0 and torch.isinf(logits[1, [0, 1, 3]]).all()  # the 4th token is EOS
+    assert logits[2, EOS] == float("-inf")  # the truncated 10% run to max_tokens
+
+
+def test_response_target_matches_the_sampled_distribution():
+    drawn = np.array([lengths.response_target(key, MAX) for key in range(5000)])
+    sampled = lengths.sample(5000, max_response=MAX, seed=0).responses
+    assert abs(np.median(drawn) / np.median(sampled) - 1) < 0.05
+    assert abs((drawn == MAX).mean() - (sampled == MAX).mean()) < 0.02
+
+
+def test_prompts_have_the_bench_lengths(tmp_path):
+    tok = e2e_inputs.write_tokenizer(tmp_path, vocab_size=512)
+    row = e2e_inputs.rows("train", 3, seed=0)[1]
+    ids = tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
+    assert len(ids) == lengths.sample(3, max_response=1, seed=0).prompts[1]
+    assert tok.decode([300, 511, EOS]) == "x300x511<|im_end|>"  # any id a random model samples decodes
+
+
+def test_report_reduces_verl_metrics_after_the_warmup_step():
+    found = e2e_report.reduce(read_metrics(FIXTURE), samples_per_step=320)
+    assert found["steps_logged"] == 4 and found["steps_reported"] == 3
+    assert found["step_s"] == 60.0 and found["samples_per_s"] == pytest.approx(320 / 60)
+    assert found["phases_s"] == {"gen": 25.0, "old_log_prob": 6.0, "step": 60.0, "update_actor": 22.0}
+    assert found["mfu"] == {"actor": 0.28, "actor_infer": pytest.approx(0.22)}
+    assert found["throughput_tokens_per_s_per_gpu"] == 1800.0
+    assert found["response_length"]["mean"] == pytest.approx(1300.0)
+    assert found["staleness"] == {"training/off_policy/trajectory_staleness/mean": pytest.approx(0.5)}
+
+
+def test_ratios_name_their_factors_and_say_which_way_is_better():
+    fast = e2e_report.reduce(read_metrics(FIXTURE), samples_per_step=320)
+    slow = {**fast, "step_s": 120.0, "samples_per_s": 320 / 120}
+    found = e2e_report.ratios(fast, slow, "ours", "verl_example")
+    assert found["step time"] == {"speedup": 2.0, "factors": "ours 60 vs verl_example 120"}
+    assert found["trained samples/s"]["speedup"] == 2.0
+
+
+def run_dry(*arms: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "verl_recipes.bench.e2e", "--cpu-dry-run", "--arms", ",".join(arms)],
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_dry_run_proves_verl_example_settings():
+    done = run_dry("verl_example")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "# ok: verl_example" in done.stdout and "verl.trainer.main_ppo" in done.stdout
+
+
+@pytest.mark.slow
+def test_dry_run_proves_every_arm():
+    done = run_dry("ours", "verl_example", "colocated_2gpu", "separate_async", "async")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("# ok: ") == 5
+    assert "fully_async_main" in done.stdout

@@ -1,0 +1,77 @@
+"""The end-to-end bench's arms: which config each one runs, and the overrides every arm shares.
+
+`ours` is a recipe as `make <recipe>` runs it (our launcher); `verl_example` is verl's example settings for the same
+workload on verl's defaults (verl_example.yaml), run as verl's script runs it (`python -m verl.trainer.main_ppo`);
+`colocated_2gpu`, `separate_async` and `async` are the recipe and its async variants on two GPUs (1 + 1 for async).
+Every arm gets the same shrink (bench_args): model, data, batch, steps, one rollout engine per GPU, no validation or
+checkpoints, the file logger, the forced response lengths, and the flash-attn stand-in the lent GPU machine needs.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_recipes.catalog import Recipe, parse
+
+LENGTHS_PROCESSOR = "verl_recipes.runtime.vllm_forced_lengths:ForcedLengthsProcessor"
+EXAMPLE_CONFIG = "verl_recipes/bench/verl_example"  # relative to the repo root, like a recipe's config_name
+
+
+@dataclass(frozen=True)
+class Arm:
+    gpus: int
+    variant: str | None = None  # the recipe's variant; None: the recipe itself
+    verl_example: bool = False  # verl's example settings instead of the recipe
+
+
+ARMS = {
+    "ours": Arm(gpus=1),
+    "verl_example": Arm(gpus=1, verl_example=True),
+    "colocated_2gpu": Arm(gpus=2),
+    "separate_async": Arm(gpus=2, variant="separate_async"),
+    "async": Arm(gpus=2, variant="async"),
+}
+
+
+@dataclass(frozen=True)
+class ExampleConfig(Recipe):
+    """verl_example.yaml dressed as a recipe, so compose() and check() prove it like one (its card is empty)."""
+
+    @property
+    def config_name(self) -> str:
+        return EXAMPLE_CONFIG
+
+
+def config_of(arm: str, recipe: str) -> Recipe:
+    settings = ARMS[arm]
+    if settings.verl_example:
+        return ExampleConfig(name="verl-example", version="grpo")
+    base = parse(recipe)
+    return parse(f"{base.name}/{base.version}" + (f":{settings.variant}" if settings.variant else ""))
+
+
+def bench_args(arm: str, model: Path, data_files: list[Path], steps: int, batch: int, mini_batch: int) -> list[str]:
+    """Overrides every arm shares; the async arms keep their variant's rhythm (batch / mini_batch updates per sync)."""
+    settings = ARMS[arm]
+    train, val = (str(path) for path in data_files)
+    args = [
+        f"actor_rollout_ref.model.path={model}",
+        f"data.train_files=['{train}']",
+        f"data.val_files=['{val}']",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={mini_batch}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "trainer.val_before_train=False",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.logger=['console','file']",
+        f"+actor_rollout_ref.rollout.engine_kwargs.vllm.logits_processors=['{LENGTHS_PROCESSOR}']",
+        "+configs/attention=torch_varlen",  # no flash-attn on the lent machine: the same stand-in in every arm
+    ]
+    syncs = batch // mini_batch
+    if settings.variant == "async":  # fully async streams prompts: no train batch, steps x batch prompts in all
+        return args + ["configs/async=split_1_1", "data.train_batch_size=0",
+                       f"async_training.trigger_parameter_sync_step={syncs}", "async_training.require_batches=1",
+                       f"rollout.total_rollout_steps={steps * batch}"]
+    args += [f"data.train_batch_size={batch}", f"trainer.total_training_steps={steps}"]
+    if settings.variant == "separate_async":
+        return args + ["configs/async=split_1_1", f"trainer.v1.separate_async.parameter_sync_step={syncs}"]
+    return args + [f"trainer.n_gpus_per_node={settings.gpus}", "trainer.nnodes=1"]

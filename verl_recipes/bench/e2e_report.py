@@ -1,0 +1,74 @@
+"""verl's own metrics of one end-to-end run (metrics.jsonl, read by gates.read_metrics) reduced to the bench's report,
+and the ratios between two arms.
+
+Steps before `warmup` are left out (the first step compiles, captures graphs and fills caches). Per arm: median step
+time and the median of every `timing_s/*` phase, verl's `perf/throughput` (tokens/s per GPU) and `perf/mfu/*`, the
+realised response lengths (`response_length/*`, means over steps), any staleness metric the trainer logged, and
+trained samples/s = samples per step / median step time.
+"""
+
+import statistics
+
+PHASES = "timing_s/"
+MFU = "perf/mfu/"
+LENGTHS = "response_length/"
+
+
+def _median(steps: list[dict], key: str) -> float | None:
+    values = [float(step[key]) for step in steps if key in step]
+    return statistics.median(values) if values else None
+
+
+def _mean(steps: list[dict], key: str) -> float | None:
+    values = [float(step[key]) for step in steps if key in step]
+    return statistics.fmean(values) if values else None
+
+
+def reduce(steps_by_number: dict[int, dict], samples_per_step: int, warmup: int = 1) -> dict:
+    numbers = sorted(steps_by_number)
+    kept = [steps_by_number[n] for n in numbers[warmup:]] or [steps_by_number[n] for n in numbers]
+    keys = sorted({key for step in kept for key in step})
+    step_s = _median(kept, "timing_s/step")
+    return {
+        "steps_logged": len(numbers),
+        "steps_reported": len(kept),
+        "step_s": step_s,
+        "phases_s": {key[len(PHASES):]: _median(kept, key) for key in keys if key.startswith(PHASES)},
+        "throughput_tokens_per_s_per_gpu": _median(kept, "perf/throughput"),
+        "mfu": {key[len(MFU):]: _median(kept, key) for key in keys if key.startswith(MFU)},
+        "response_length": {key[len(LENGTHS):]: _mean(kept, key) for key in keys if key.startswith(LENGTHS)},
+        "staleness": {key: _mean(kept, key) for key in keys if "staleness" in key},
+        "samples_per_step": samples_per_step,
+        "samples_per_s": samples_per_step / step_s if step_s else None,
+    }
+
+
+RATIOS = {  # name: (path into a report, higher is better)
+    "step time": (("step_s",), False),
+    "tokens/s per GPU": (("throughput_tokens_per_s_per_gpu",), True),
+    "trained samples/s": (("samples_per_s",), True),
+    "gen": (("phases_s", "gen"), False),
+    "old_log_prob": (("phases_s", "old_log_prob"), False),
+    "ref": (("phases_s", "ref"), False),
+    "update_actor": (("phases_s", "update_actor"), False),
+    "update_weights": (("phases_s", "update_weights"), False),
+    "actor MFU": (("mfu", "actor"), True),
+}
+
+
+def _get(report: dict, path: tuple):
+    for key in path:
+        report = (report or {}).get(key)
+    return report
+
+
+def ratios(ours: dict, base: dict, ours_name: str, base_name: str) -> dict:
+    """`ours_name / base_name` for each quantity both reports hold, oriented so that > 1 means ours is better."""
+    out = {}
+    for name, (path, higher_better) in RATIOS.items():
+        a, b = _get(ours, path), _get(base, path)
+        if a and b:
+            value = a / b if higher_better else b / a
+            factors = f"{ours_name} {a:.4g} vs {base_name} {b:.4g}"
+            out[name] = {"speedup": round(value, 3), "factors": factors}
+    return out
