@@ -31,9 +31,10 @@ def test_a_retuned_fragment_is_named_in_every_recipe_it_moves(scratch_root, caps
 
 
 @pytest.mark.slow
-def test_a_parent_change_shows_in_the_child_made_by_cp(scratch_root, capsys):
+def test_a_parent_change_shows_in_the_published_child_made_by_cp(scratch_root, capsys):
     assert cli.main(["cp", "qwen25-7b-grpo", "my-grpo"]) == 0
-    assert pins.pin_file(catalog.get("my-grpo")).is_file()
+    assert not pins.pin_file(catalog.get("my-grpo")).exists()  # unpublished: it follows its parent, unpinned
+    assert cli.main(["publish", "my-grpo"]) == 0
     assert pins.drift(catalog.get("my-grpo")) == []
     parent = scratch_root / "recipes/qwen25-7b-grpo/v1/recipe.yaml"
     parent.write_text(parent.read_text().replace("lr: 1.0e-6", "lr: 2.0e-6"))
