@@ -38,7 +38,7 @@ def test_a_megatron_recipe_without_flash_attn_or_apex_gets_fused_attention_and_n
 def test_a_recipe_that_needs_neither_package_gets_no_fragment():
     cfg = compose(catalog.get("qwen3-30b-a3b-grpo"), [
         "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend=auto",
-        "+actor_rollout_ref.actor.megatron.override_transformer_config.gradient_accumulation_fusion=false"])
+        "++actor_rollout_ref.actor.megatron.override_transformer_config.gradient_accumulation_fusion=false"])
     assert fallback_overrides(cfg, nothing) == []
 
 
