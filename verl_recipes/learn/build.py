@@ -68,16 +68,6 @@ def write_data(task: Task, datasets: list[str], data_dir: Path, control: str, se
     return written
 
 
-def tool_schemas_of(recipe, model: Path) -> list[dict]:
-    from verl_recipes.compose import compose
-    from verl_recipes.smoke.run import overlay_args
-    from verl_recipes.smoke.tokenizer import tool_schemas
-
-    cfg = compose(recipe, overlay_args(recipe, True, str(model)))
-    config = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
-    return tool_schemas(Path(str(config))) if config else []
-
-
 def reward_function(recipe):
     """The recipe's own reward function (the one learn runs grade with), loaded as verl loads it."""
     from verl.utils.import_utils import load_extern_object
@@ -90,7 +80,7 @@ def reward_function(recipe):
 
 def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
     from verl_recipes.learn.warmup import warm_up
-    from verl_recipes.smoke.tiny import MODELS
+    from verl_recipes.smoke.tiny import MODELS, recipe_tool_schemas
 
     task = task_of(recipe)
     family = recipe.card_value("tiny_family")
@@ -100,7 +90,7 @@ def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
     written = write_data(task, recipe.card_value("data", []), out / "data", control, seed)
     train = next(rows for path, rows in written.items() if Path(path).stem == "train")
     val = next(rows for path, rows in written.items() if Path(path).stem != "train")
-    schemas = tool_schemas_of(recipe, model)
+    schemas = recipe_tool_schemas(recipe, model)
     if task.tool_fraction and tool_call(train[0])["name"] not in {s["function"]["name"] for s in schemas}:
         raise SystemExit(f"{recipe.label}: task {task.name} calls {tool_call(train[0])['name']}, not among the "
                          f"recipe's tools {[s['function']['name'] for s in schemas]}")

@@ -142,17 +142,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def teach_tool_call(recipe, model: Path, train_files: list[Path]) -> dict:
-    """Agent recipes: teach the model the card's `tiny_tool_call` on the recipe's own prompts and tool schemas."""
+def recipe_tool_schemas(recipe, model: Path) -> list[dict]:
+    """The schemas of the tools the recipe's tiny run gives `model` (none for a recipe without tools)."""
     from verl_recipes.compose import compose
     from verl_recipes.smoke.run import overlay_args
-    from verl_recipes.smoke.teach import teach
     from verl_recipes.smoke.tokenizer import tool_schemas
 
-    cfg = compose(recipe, overlay_args(recipe, True, str(model)))
-    tool_config = Path(str(cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path))
+    config = compose(recipe, overlay_args(recipe, True, str(model))).actor_rollout_ref.rollout.multi_turn.tool_config_path
+    return tool_schemas(Path(str(config))) if config else []
+
+
+def teach_tool_call(recipe, model: Path, train_files: list[Path]) -> dict:
+    """Agent recipes: teach the model the card's `tiny_tool_call` on the recipe's own prompts and tool schemas."""
+    from verl_recipes.smoke.teach import teach
+
     rows = [row for file in train_files for row in pd.read_parquet(file).to_dict("records")]
-    return teach(model, rows, tool_schemas(tool_config), dict(recipe.card_value("tiny_tool_call")))
+    return teach(model, rows, recipe_tool_schemas(recipe, model), dict(recipe.card_value("tiny_tool_call")))
 
 
 if __name__ == "__main__":
