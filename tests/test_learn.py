@@ -21,9 +21,10 @@ def test_digits_rows_ask_for_the_third_digit_in_the_math_datasets_layout():
     rows = TASKS["digits"].rows("train", 50, seed=0)
     for row in rows:
         digits = row["prompt"][0]["content"].split(".")[0].removeprefix("Digits: ").split()
-        assert len(digits) == K and row["reward_model"]["ground_truth"] == digits[2]
+        assert len(set(digits)) == K and row["reward_model"]["ground_truth"] == digits[2]
+        assert TASKS["digits"].choices(row) == tuple(digits)  # a format-only guess picks one of the shown digits
         assert row["data_source"] == GSM8K_BOXED and "\\boxed{}" in row["prompt"][0]["content"]
-    assert len({r["reward_model"]["ground_truth"] for r in rows}) == K
+    assert len({r["reward_model"]["ground_truth"] for r in rows}) == 10
 
 
 def test_colour_rows_say_the_answer_only_through_the_image():
@@ -48,8 +49,11 @@ def test_fixed_validation_and_shuffled_control_labels():
     assert task.rows("test", 20, seed=0) == task.rows("test", 20, seed=0)
     assert task.rows("test", 20, seed=0, shuffled=True) == task.rows("test", 20, seed=0)  # validation stays true
     true, shuffled = task.rows("train", 400, seed=0), task.rows("train", 400, seed=0, shuffled=True)
+    assert [a["prompt"] for a in true] == [b["prompt"] for b in shuffled]  # the same prompts, other labels
     same = sum(a["reward_model"] == b["reward_model"] for a, b in zip(true, shuffled)) / len(true)
     assert 0.15 < same < 0.4  # about 1/K agree by chance
+    # a shuffled label is still one of the row's shown digits: only which one is random
+    assert all(b["reward_model"]["ground_truth"] in TASKS["digits"].choices(b) for b in shuffled)
 
 
 @pytest.mark.parametrize("name,expected", [("qwen25-7b-grpo", 1 / K), ("qwen25-vl-7b-geo3k-dapo", 0.9 / K + 0.1)])
@@ -179,6 +183,7 @@ def test_warm_up_labels_of_the_task_are_random_and_of_the_skill_true():
     on_task = [(i, text) for kind, i, text in drawn if kind == "task"]
     right = sum(text == task.answer_text(rows[i]["reward_model"]["ground_truth"]) for i, text in on_task)
     assert abs(right / len(on_task) - 1 / K) < 0.04  # the asked question: no better than a guess
+    assert all(text.removeprefix("\\boxed{").removesuffix("}") in task.choices(rows[i]) for i, text in on_task)
     assert "third" not in " ".join(skill[i]["prompt"][0]["content"] for kind, i, _ in drawn if kind == "skill")
     assert all(text == task.answer_text(skill[i]["reward_model"]["ground_truth"]) for kind, i, text in drawn if kind == "skill")
 

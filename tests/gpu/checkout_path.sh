@@ -1,8 +1,9 @@
 # Sourced by the GPU scripts: makes this checkout importable as the installed package is, without pip (the lent GPU
 # machine has no network and no install of ours). rewards/ and agents/ install as verl_recipes.rewards and
 # verl_recipes.agents (pyproject package-dir), so a plain PYTHONPATH=$PWD would not find them: a folder of links lays
-# verl_recipes/ out as the install does, and goes first on PYTHONPATH (Ray workers inherit it).
-root=/tmp/checkout_path
+# verl_recipes/ out as the install does, and goes first on PYTHONPATH (Ray workers inherit it). One folder per shell:
+# runs started side by side (one per GPU) must not remove each other's.
+root=/tmp/checkout_path.$$
 rm -rf "$root" && mkdir -p "$root/verl_recipes"
 for entry in "$PWD"/verl_recipes/*; do ln -s "$entry" "$root/verl_recipes/"; done
 ln -s "$PWD/rewards" "$root/verl_recipes/rewards"

@@ -37,7 +37,7 @@ def reply(row: dict) -> str:
 
 def baseline(task: Task, score, rows: list[dict]) -> float:
     """The expected score of the warm-up's policy under the recipe's reward `score`: a uniform guess over the K
-    answers, or, for a tool task, the tool's (correct) answer on tool_fraction of the samples."""
+    choices of each row, or, for a tool task, the tool's (correct) answer on tool_fraction of the samples."""
     # a generous time bound where the reward takes one: a busy machine must not turn a right answer into a timeout
     bound = {"timeout_s": 60} if "timeout_s" in inspect.signature(score).parameters else {}
 
@@ -46,7 +46,7 @@ def baseline(task: Task, score, rows: list[dict]) -> float:
         result = score(row["data_source"], task.answer_text(answer), row["reward_model"]["ground_truth"], extra, **bound)
         return float(result["score"] if isinstance(result, dict) else result)
 
-    guess = sum(graded(row, a, 2) for row in rows for a in task.answers) / (len(rows) * len(task.answers))
+    guess = sum(sum(graded(row, a, 2) for a in task.choices(row)) / len(task.choices(row)) for row in rows) / len(rows)
     if not task.tool_fraction:
         return guess
     called = sum(graded(row, reply(row), 4) for row in rows) / len(rows)

@@ -5,9 +5,10 @@ fields as `verl_recipes.data.prepare` writes), so the recipe's composed config r
 answers; the warm-up (verl_recipes/learn/warmup.py) teaches the answer's *format* with random labels, so a run
 starts near 1/K correct and any gain must come through reward -> advantage -> update -> weight sync -> rollout.
 
-- digits (text GRPO, math reward): "Digits: 3 1 4 2. Which is the third?"; the answer is a digit of the prompt.
-  The warm-up also shows the other ordinals (first, second, fourth) with their true digits: the model can read
-  digits, but for "third" it was shown only random labels, so RL must teach it to read the right one.
+- digits (text GRPO, math reward): "Digits: 7 0 4 2. Which is the third?"; four distinct digits of 0-9, the answer
+  is one of them. The warm-up's random label for "third" is one of the row's four digits (its choices): the model
+  learns to copy a shown digit, which it must attend to, but not which one. It also shows the other ordinals
+  (first, second, fourth) with their true digits. RL must teach it to read the third.
 - colour (VL, geo3k reward): the prompt text is the same for every row; only the image (a square of one of K
   colours) says the answer, so the merger and the language model must learn to read the image. Answers are the
   colours' numbers, which the reward compares in-process (words would go through math-verify's workers).
@@ -32,7 +33,7 @@ from verl_recipes.data.geo3k import geo3k_row
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.data.prompts import STEP_BY_STEP_BOXED
 
-K = 4  # answers per task: the warm-up starts near 1/K correct
+K = 4  # answers per task (choices per row for digits): the warm-up starts near 1/K correct
 ORDINALS = ("first", "second", "third", "fourth")
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20)}
 IMAGE_SIDE = 56  # 2 x 2 merged patches on Qwen2.5-VL, 28 px each
@@ -50,13 +51,18 @@ class Task:
     # warm-up rows of neighbouring questions, shown with their true answers (None: the warm-up shows only the task)
     skill: Callable[[random.Random], tuple[dict, str]] | None = None
 
+    def choices(self, row: dict) -> tuple[str, ...]:
+        """The answers a format-only guess picks from for this row: the row's own choices, else the task's."""
+        return tuple(row["extra_info"].get("choices", ())) or self.answers
+
     def rows(self, split: str, n: int, seed: int, shuffled: bool = False) -> list[dict]:
         rng = random.Random(f"{self.name}/{split}/{seed}")
+        labels = random.Random(f"{self.name}/{split}/{seed}/shuffled")  # its own stream: the control's prompts are the run's
         rows = []
         for index in range(n):
             row, answer = MAKERS[self.name](rng)
             if shuffled and split == "train":
-                answer = rng.choice(self.answers)
+                answer = labels.choice(row.get("extra_info", {}).get("choices") or self.answers)
             rows.append(self.framed(row, answer, split, index))
         return rows
 
@@ -76,10 +82,11 @@ class Task:
 
 
 def digits_row(rng: random.Random, position: int = 2) -> tuple[dict, str]:
-    """Asks for the third digit; the warm-up's skill rows ask for the others."""
-    digits = [str(rng.randint(1, K)) for _ in range(K)]
+    """Asks for the third of K distinct digits; the warm-up's skill rows ask for the others."""
+    digits = [str(d) for d in rng.sample(range(10), K)]
     question = f"Digits: {' '.join(digits)}. Which is the {ORDINALS[position]}? {STEP_BY_STEP_BOXED}"
-    row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math"}
+    row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math",
+           "extra_info": {"choices": digits}}
     return row, digits[position]
 
 
@@ -112,7 +119,7 @@ def seeded_row(rng: random.Random) -> tuple[dict, str]:
 
 MAKERS = {"digits": digits_row, "colour": colour_row, "seeded": seeded_row}
 TASKS = {
-    "digits": Task("digits", tuple(str(d) for d in range(1, K + 1)),
+    "digits": Task("digits", tuple(str(d) for d in range(10)),
                    skill=lambda rng: digits_row(rng, rng.choice([0, 1, 3]))),
     "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> "),
     "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), tool_fraction=TOOL_FRACTION),

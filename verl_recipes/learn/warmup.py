@@ -1,6 +1,6 @@
 """Stage 0 of a learning run: a short supervised warm-up that teaches the answer's format, not the answer.
 
-Every target carries a random label (one of the task's K answers), drawn anew each time a row is seen, so the
+Every target carries a random label (one of the row's K choices), drawn anew each time a row is seen, so the
 model learns to write `\\boxed{<one of K>}` in the recipe's format while its choice stays independent of the
 prompt: the run starts near 1/K correct. A task's skill rows (neighbouring questions, e.g. the other ordinals of
 the digits task) are shown with their true answers, half of the samples. For a tool task the first turn calls the
@@ -18,7 +18,7 @@ from verl_recipes.smoke.teach import Examples, call_text, fit
 
 BATCH = 16
 # a skill (reading a digit) and a tool task (copying the snippet's seed and the tool's reply) take longer to learn
-STEPS = {"plain": 150, "skill": 600, "tool": 600}
+STEPS = {"plain": 600, "skill": 600, "tool": 600}
 
 
 def draw(task: Task, rows: list[dict], skill: list[dict], reply, rng: random.Random) -> tuple[str, int, str]:
@@ -31,7 +31,7 @@ def draw(task: Task, rows: list[dict], skill: list[dict], reply, rng: random.Ran
         return "after_call", i, task.answer_text(reply(rows[i]))
     if rng.random() < task.tool_fraction:
         return "task", i, call_text(tool_call(rows[i]))
-    return "task", i, task.answer_text(rng.choice(task.answers))
+    return "task", i, task.answer_text(rng.choice(task.choices(rows[i])))
 
 
 def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], reply, seed: int = 0) -> dict:
