@@ -135,6 +135,26 @@ def test_a_missing_agreement_metric_fails():
     assert not gates.evaluate(steps, baseline=0.25, tool=False)["gates"]["agreement rollout_corr/k3_kl"]["passed"]
 
 
+def _bypass(kl: list[float]) -> dict:
+    """An async (bypass-mode) run's metrics: no recomputed old log-probs, hence no training/rollout_* metrics."""
+    steps = _metrics(RISING, [0.25, 0.7])
+    for step, value in zip(range(1, 41), kl):
+        for metric, _, _ in gates.AGREEMENT:
+            del steps[step][metric]
+        steps[step]["actor/ppo_kl"] = value
+    return steps
+
+
+def test_bypass_mode_agreement_reads_the_ppo_ratio_kl():
+    staleness = [0.02 * (-1) ** i for i in range(40)]  # one version behind: the KL of one update, either sign
+    assert gates.learned(gates.evaluate(_bypass(staleness), baseline=0.25, tool=False, bypass=True))
+    # the same metrics judged as a colocated run: its agreement metrics are missing, so it fails
+    assert not gates.learned(gates.evaluate(_bypass(staleness), baseline=0.25, tool=False))
+    stuck = staleness[:20] + [0.2] * 20  # the rollout keeps generating with weights the trainer left behind
+    result = gates.evaluate(_bypass(stuck), baseline=0.25, tool=False, bypass=True)
+    assert not result["gates"]["agreement actor/ppo_kl"]["passed"] and "worst 0.2" in result["gates"]["agreement actor/ppo_kl"]["detail"]
+
+
 def test_tool_gate_needs_more_turns():
     flat_turns = gates.evaluate(_metrics(RISING, [0.25, 0.7], turns=[2.5] * 40), baseline=0.25, tool=True)
     rising = gates.evaluate(_metrics(RISING, [0.25, 0.7], turns=[2.5 + 1.5 * i / 39 for i in range(40)]),
@@ -203,3 +223,25 @@ def test_warm_up_calls_the_tool_on_a_fraction_and_copies_its_reply():
 def test_vl_warm_up_writes_the_geo3k_format():
     task, _, _, drawn = _drawn("colour", 200)
     assert all(text.startswith("<think> </think> \\boxed{") for _, _, text in drawn)
+
+
+def _own_learns(recipe) -> dict | None:
+    """A card's `learns:` of this very recipe or variant: a variant does not inherit its version's."""
+    own = (recipe.card.get("variants") or {}).get(recipe.variant) or {} if recipe.variant else recipe.card
+    return own.get("learns")
+
+
+@pytest.mark.parametrize("recipe", [r for r in catalog.all_recipes() if _own_learns(r)], ids=lambda r: r.label)
+def test_a_learns_line_rests_on_a_passing_run_and_a_failing_control(recipe):
+    import json
+    from pathlib import Path
+
+    learns = _own_learns(recipe)
+    run = json.loads(Path(learns["run"]).read_text())
+    assert run["recipe"] == recipe.label and run["control"] == "none" and run["passed"] and run["rc"] == 0
+    assert gates.learned(run) and run["task"] == recipe.card_value("learn_task")
+    if learns["control"]:
+        control = json.loads(Path(learns["control"]).read_text())
+        assert control["recipe"] == recipe.label and control["control"] == "shuffled" and control["passed"]
+        assert gates.score_gate_failed(control)
+

@@ -47,7 +47,8 @@ pip() { skip pip "$@"; }
 docker() { skip docker "$@"; }
 sbatch() { skip sbatch "$@"; }
 python3() { if [[ "$1 $2" == "-m venv" ]]; then skip python3 "$@"; else command python3 "$@"; fi; }
-python() { if [[ "$1 $2" == "-m verl_recipes.smoke.tiny" ]]; then skip python "$@"; else command python "$@"; fi; }
+# building a tiny model folder (a fine-tune on the CPU, minutes) is GPU-run preparation
+python() { case "$1 $2" in "-m verl_recipes.smoke.tiny"|"-m verl_recipes.learn.build") skip python "$@" ;; *) command python "$@" ;; esac; }
 bash() { case "$1" in *sft.sh) skip bash "$@" ;; *) command bash "$@" ;; esac; }
 set -euo pipefail
 """

@@ -9,3 +9,6 @@ for entry in "$PWD"/verl_recipes/*; do ln -s "$entry" "$root/verl_recipes/"; don
 ln -s "$PWD/rewards" "$root/verl_recipes/rewards"
 ln -s "$PWD/agents" "$root/verl_recipes/agents"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+# `python -m` and `python script.py` put the checkout (or the script's folder) first on sys.path, where verl_recipes/
+# has no rewards/: Python 3.11+ leaves them out with PYTHONSAFEPATH, so the link folder wins
+export PYTHONSAFEPATH=1

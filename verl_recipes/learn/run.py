@@ -75,7 +75,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path) -> int:
     started = time.time()
     rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny) + split_args(args), tag="-learn", mode="never")
     steps = smoke_gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
-    result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded")
+    result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded",
+                            bypass=bool(cfg.algorithm.rollout_correction.bypass_mode))
     control = info["control"] != "none"
     passed = not rc and (gates.score_gate_failed(result) if control else gates.learned(result))
     report = {"recipe": recipe.label, "task": info["task"], "control": info["control"], "rc": rc,
@@ -86,8 +87,12 @@ def run(recipe: Recipe, args: str | None, tiny: Path) -> int:
     plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']})", run_dir / "learn.png")
     for name, gate in result["gates"].items():
         print(f"[learn]   {'ok  ' if gate['passed'] else 'FAIL'} {name}: {gate['detail']}")
-    verdict = ("control failed the score gate, as it must" if control else "learned") if passed else (
-        "control PASSED the score gate: the gates cannot tell learning apart" if control else "did not learn")
+    if rc or not result["curves"]["score"]:
+        verdict = f"the run failed (exit {rc}, {len(result['curves']['score'])} steps logged): see its log"
+    elif passed:
+        verdict = "control failed the score gate, as it must" if control else "learned"
+    else:
+        verdict = "control PASSED the score gate: the gates cannot tell learning apart" if control else "did not learn"
     print(f"[learn] {recipe.label}: {'PASS' if passed else 'FAIL'} ({verdict}) in {report['wall_s']} s -> "
           f"{run_dir}/learn.json")
     return 0 if passed else 1
