@@ -28,6 +28,58 @@ def dry_run(tmp_path_factory):
     return completed.stdout, json.loads((out / "actor_update.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """The same dry run as two gloo ranks under torchrun, on the two arms the 7B two-GPU run compares."""
+    out = tmp_path_factory.mktemp("out2")
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run", "--profile", "--arms", "verl_default,ours"],
+        cwd=bench.REPO_ROOT,
+        env=bench.child_env(OUT=str(out)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed.stdout, json.loads((out / "actor_update.json").read_text())
+
+
+@pytest.mark.slow
+def test_two_ranks_shard_verls_actor_and_train_as_one_rank_does(dry_run, two_ranks):
+    """FSDP2 over both ranks, each on its share of the mini-batch: the first step's loss and gradient norm are the
+    one-rank run's, every token entered the model once, and rank 0 alone reported."""
+    stdout, result = two_ranks
+    one_rank = dry_run[1]["arms"]
+    assert result["conditions"]["world_size"] == 2 and result["settings"]["balance_batch"]
+    assert dry_run[1]["conditions"]["world_size"] == 1 and not dry_run[1]["settings"]["balance_batch"]
+    for name, arm in result["arms"].items():
+        assert arm["data_parallel_size"] == 2, name
+        assert arm["warmup_loss"] == pytest.approx(one_rank[name]["warmup_loss"], rel=1e-4), name
+        assert arm["grad_norm"] == pytest.approx(one_rank[name]["grad_norm"], rel=1e-3), name
+        assert arm["computed_tokens"] == one_rank[name]["computed_tokens"] == result["lengths"]["total_tokens"], name
+        assert arm["profile"]["wall_s"] > 0, name  # rank 0's trace
+    assert result["arms"]["verl_default"]["micro_batches"] == result["settings"]["num_seqs"] // 2  # 1 per rank
+    assert result["arms"]["ours"]["micro_batches"] == 2  # one dynamic micro-batch on each rank
+    assert result["checks"]["losses_agree"] and result["checks"]["packed_arms_stayed_packed"]
+    assert stdout.count("actor update on 2 x cpu (dry run)") == 1
+
+
+def test_each_rank_gets_its_share_of_the_mini_batch():
+    """Two ranks' shares hold every sequence once, half each, and keep the whole mini-batch's size for verl's
+    per-rank split of it."""
+    from verl.utils import tensordict_utils as tu
+
+    from verl_recipes.bench import lengths, verl_actor
+
+    batch = lengths.sample(8, 32, 4, 16, 12, seed=0)
+    shares = [verl_actor.ppo_mini_batch(batch.prompts, batch.responses, 512, rank=r, world_size=2) for r in (0, 1)]
+    share_lengths = [share["input_ids"].offsets().diff().tolist() for share in shares]
+    assert [len(share) for share in share_lengths] == [4, 4]
+    assert sorted(share_lengths[0] + share_lengths[1]) == sorted(batch.totals.tolist())
+    assert all(tu.get(share, "mini_batch_size") == 8 and not share.is_locked for share in shares)
+
+
 @pytest.mark.slow
 def test_every_arm_ran_through_verl_and_agreed_on_the_loss(dry_run):
     _, result = dry_run

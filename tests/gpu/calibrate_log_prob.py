@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     if args.cpu_dry_run:
         args.shape, args.tokens, args.seq_len = "tiny", "64,128", 32
     token_list = [int(t) for t in args.tokens.split(",")]
-    verl_actor.init_single_process(cpu=not on_gpu, port=29533)
+    verl_actor.init_ranks(cpu=not on_gpu, port=29533)
     shape = model_shape(bench_shapes.config(args.shape).to_dict())
     vocab_size = bench_shapes.SHAPES[args.shape]["vocab_size"]
     payload = report.environment(args.cpu_dry_run)

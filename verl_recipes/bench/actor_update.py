@@ -20,6 +20,13 @@ micro-batches; prints the tables last; writes $OUT/actor_update.json with the co
 
     python -m verl_recipes.bench.actor_update                 # on the GPU machine (kit on PYTHONPATH)
     python -m verl_recipes.bench.actor_update --cpu-dry-run   # tiny model on the CPU, same code path, ~1 minute
+
+Under torchrun (one host) the same benchmark runs on every rank, as the actor's Ray workers of an N-GPU run do: verl's
+FSDP2 engine shards weights, gradients and AdamW states over the ranks, each rank trains on its share of the
+mini-batch (the trainer's balance_batch, then verl's dispatch split), verl's MFU is per GPU, and rank 0 alone
+writes the JSON and prints the tables:
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m verl_recipes.bench.actor_update ...
 """
 
 import argparse
@@ -131,9 +138,18 @@ def packed_run_stayed_packed() -> bool:
     return log.calls > 0 and log.padded_calls == 0 and log.max_rows == 1 and log.tokens_in == log.tokens_attended
 
 
-def timed_step(worker, batch_lengths, vocab_size, on_gpu) -> dict:
-    """One verl update_actor mini-batch; what verl reports plus what entered the model and attention."""
-    data = verl_actor.ppo_mini_batch(batch_lengths.prompts, batch_lengths.responses, vocab_size)
+def across_ranks(values: list[float], op=torch.distributed.ReduceOp.SUM) -> list[float]:
+    """values reduced over all ranks (unchanged on one); CPU tensors, so they go over gloo on the GPU too."""
+    tensor = torch.tensor(values, dtype=torch.float64)
+    torch.distributed.all_reduce(tensor, op=op)
+    return tensor.tolist()
+
+
+def timed_step(worker, batch_lengths, vocab_size, on_gpu, rank, world_size) -> dict:
+    """One verl update_actor mini-batch, this rank's share of it; what verl reports plus what entered the model and
+    attention on all ranks. The step lasts as long as its slowest rank."""
+    data = verl_actor.ppo_mini_batch(batch_lengths.prompts, batch_lengths.responses, vocab_size, rank=rank,
+                                     world_size=world_size)
     counter = TokenCounter(worker.engine.module)
     varlen_attention.LOG.reset()
     sync(on_gpu)
@@ -142,21 +158,27 @@ def timed_step(worker, batch_lengths, vocab_size, on_gpu) -> dict:
     sync(on_gpu)
     seconds = time.perf_counter() - start
     counter.handle.remove()
-    metrics = output["metrics"]
+    metrics = output["metrics"]  # loss and grad_norm are verl's, over all ranks; its mfu divides by the world size
+    (seconds,) = across_ranks([seconds], torch.distributed.ReduceOp.MAX)
+    (stayed_packed,) = across_ranks([packed_run_stayed_packed()], torch.distributed.ReduceOp.MIN)
+    micro_batches, tokens, padded_calls = across_ranks(
+        [counter.micro_batches, counter.tokens, varlen_attention.LOG.padded_calls]
+    )
     return {
         "seconds": seconds,
         "verl_mfu": float(np.mean(metrics["mfu"])),
         "loss": float(np.mean(metrics["loss"])),
         "grad_norm": float(np.mean(metrics["grad_norm"])),
-        "micro_batches": counter.micro_batches,
-        "computed_tokens": counter.tokens,
-        "stayed_packed": packed_run_stayed_packed(),
-        "padded_attention_calls": varlen_attention.LOG.padded_calls,
+        "micro_batches": int(micro_batches),
+        "computed_tokens": int(tokens),
+        "stayed_packed": bool(stayed_packed),
+        "padded_attention_calls": int(padded_calls),
     }
 
 
-def run_proxy(worker, batch_lengths, vocab_size, repeats, on_gpu) -> dict:
-    """fwd+bwd of one packed micro-batch at the token budget through the same engine, no optimizer or dispatch."""
+def run_proxy(worker, batch_lengths, vocab_size, repeats, on_gpu, world_size) -> dict:
+    """fwd+bwd of one packed micro-batch at the token budget through the same engine, no optimizer or dispatch; on
+    several ranks each rank runs such a micro-batch, so tokens and MFU are per GPU and tokens/s over all GPUs."""
     from verl.utils import tensordict_utils as tu
 
     data = verl_actor.ppo_mini_batch(batch_lengths.prompts, batch_lengths.responses, vocab_size, seed=1)
@@ -180,16 +202,17 @@ def run_proxy(worker, batch_lengths, vocab_size, repeats, on_gpu) -> dict:
             sync(on_gpu)
             times.append(time.perf_counter() - start)
             engine.optimizer_zero_grad()
-    seconds = float(np.median(times[1:]))
+    (seconds,) = across_ranks([float(np.median(times[1:]))], torch.distributed.ReduceOp.MAX)
+    (stayed_packed,) = across_ranks([packed_run_stayed_packed()], torch.distributed.ReduceOp.MIN)
     achieved_tflops, peak_tflops = worker.flops_counter.estimate_flops(batch_lengths.totals.tolist(), seconds)
     return {
         "tokens": tokens,
         "sequences": len(batch_lengths.prompts),
         "seconds": seconds,
-        "tokens_per_s": tokens / seconds,
+        "tokens_per_s": world_size * tokens / seconds,
         "achieved_tflops": achieved_tflops,
         "verl_mfu": achieved_tflops / peak_tflops,
-        "stayed_packed": packed_run_stayed_packed(),
+        "stayed_packed": bool(stayed_packed),
     }
 
 
@@ -208,9 +231,10 @@ def proxy_lengths(token_budget: int, max_response: int, min_prompt: int, max_pro
     return lengths.Lengths(prompts=prompts, responses=responses)
 
 
-def profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir: str) -> dict:
+def profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir: str, rank, world_size) -> dict | None:
     """One more step with verl's profiler on (its update stage, train_batch, is one trace in discrete mode) and
-    verl's log-prob call wrapped in a named range; returns the trace's summary by phase."""
+    verl's log-prob call wrapped in a named range; returns the trace's summary by phase, on rank 0 (the preset
+    profiles rank 0 only; the other ranks run the step and return None)."""
     from verl.workers.engine.fsdp import transformer_impl
 
     function = transformer_impl.logprobs_from_logits
@@ -222,10 +246,12 @@ def profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir: str) -> 
     transformer_impl.logprobs_from_logits = named
     try:
         worker.start_profile(profile_step=1)
-        step = timed_step(worker, batch_lengths, vocab_size, on_gpu)
+        step = timed_step(worker, batch_lengths, vocab_size, on_gpu, rank, world_size)
         worker.stop_profile()
     finally:
         transformer_impl.logprobs_from_logits = function
+    if rank != 0:
+        return None
     traces = sorted(Path(trace_dir).glob("*.json*"))
     if len(traces) != 1:
         raise RuntimeError(f"expected one trace from the profiled step in {trace_dir}, found {[t.name for t in traces]}")
@@ -251,15 +277,18 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
     fragments = (PROFILE_FRAGMENT,) if args.profile else ()
     worker = verl_actor.build_worker(verl_actor.compose(model_path, overrides, fragments))
     build_seconds = time.perf_counter() - build_start
-    warmup = timed_step(worker, batch_lengths, vocab_size, on_gpu)
-    steps = [timed_step(worker, batch_lengths, vocab_size, on_gpu)]
+    ranks = args.rank, args.world_size
+    warmup = timed_step(worker, batch_lengths, vocab_size, on_gpu, *ranks)
+    steps = [timed_step(worker, batch_lengths, vocab_size, on_gpu, *ranks)]
     while len(steps) < args.steps and time.perf_counter() - started < args.time_budget_s:
-        steps.append(timed_step(worker, batch_lengths, vocab_size, on_gpu))
+        steps.append(timed_step(worker, batch_lengths, vocab_size, on_gpu, *ranks))
 
     seconds = [step["seconds"] for step in steps]
     valid_tokens = int(batch_lengths.totals.sum())
     median_seconds = float(np.median(seconds))
     achieved_tflops, _ = worker.flops_counter.estimate_flops(batch_lengths.totals.tolist(), median_seconds)
+    peak_memory = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else 0.0
+    (peak_memory,) = across_ranks([peak_memory], torch.distributed.ReduceOp.MAX)
     result = {
         "overrides": overrides,
         "build_seconds": round(build_seconds, 1),
@@ -270,8 +299,8 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
         "step_seconds_spread": (max(seconds) - min(seconds)) / median_seconds,
         "tokens_per_s": valid_tokens / median_seconds,
         "verl_mfu": float(np.median([step["verl_mfu"] for step in steps])),
-        "achieved_tflops": achieved_tflops,
-        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
+        "achieved_tflops": achieved_tflops / args.world_size,  # per GPU, as verl's MFU
+        "peak_memory_gib": peak_memory if on_gpu else None,  # the fullest GPU
         "memory_before_gib": memory_before,
         "micro_batches": steps[0]["micro_batches"],
         "computed_tokens": steps[0]["computed_tokens"],
@@ -280,9 +309,10 @@ def run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu) -
         "padded_attention_calls": steps[0]["padded_attention_calls"],
         "grad_norm": steps[0]["grad_norm"],
         "logprob_function": verl_logprob_function(),
+        "data_parallel_size": worker.engine.get_data_parallel_size(),  # what verl's FSDP2 engine shards over
     }
     if args.profile:
-        result["profile"] = profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir)
+        result["profile"] = profiled_step(worker, batch_lengths, vocab_size, on_gpu, trace_dir, *ranks)
     return result, worker
 
 
@@ -352,7 +382,8 @@ def print_tables(payload: dict) -> None:
     gemm = payload["ceilings"]["gemm_tflops"]
     for row in rows:
         row["gemm_roof"] = row["achieved_tflops"] / gemm if gemm else None
-    print(f"\nactor update on {payload['hardware']}, {payload['model']['shape']}, lengths {payload['lengths']}")
+    print(f"\nactor update on {payload['conditions']['world_size']} x {payload['hardware']}, {payload['model']['shape']}, "
+          f"lengths {payload['lengths']}")
     settings = payload["settings"]
     print(
         f"token budget {settings['token_budget']}, micro-batch size {settings['micro_batch_size']}, "
@@ -456,7 +487,11 @@ def main(argv=None) -> int:
     if on_gpu and not torch.cuda.is_available():
         print("FAIL: no CUDA device; use --cpu-dry-run on a CPU machine", flush=True)
         return 1
-    verl_actor.init_single_process(cpu=args.cpu_dry_run)
+    args.rank, args.world_size = verl_actor.init_ranks(cpu=args.cpu_dry_run)
+    if args.num_seqs % (args.world_size * args.micro_batch_size):
+        print(f"FAIL: --num-seqs {args.num_seqs} must be a multiple of {args.world_size} ranks x --micro-batch-size "
+              f"{args.micro_batch_size}", flush=True)
+        return 2
     device = torch.device("cuda" if on_gpu else "cpu")
     payload = report.environment(args.cpu_dry_run)
     payload["ceilings"] = ceilings.measure(cpu_dry_run=args.cpu_dry_run)
@@ -473,6 +508,7 @@ def main(argv=None) -> int:
         else "verl's per-token fallback loop (logprobs_from_logits_v2), flash-attn absent",
         "attention": "torch_varlen in every arm",
         "optimizer_offload": args.optimizer_offload,
+        "world_size": args.world_size,  # ranks (GPUs) the mini-batch and FSDP2's shards are spread over
     }
     payload["settings"] = {
         "num_seqs": args.num_seqs,
@@ -484,28 +520,35 @@ def main(argv=None) -> int:
         "strategy": "fsdp2",
         "gradient_checkpointing": True,
         "profile": PROFILE_FRAGMENT if args.profile else None,
+        "balance_batch": args.world_size > 1,  # verl's trainer.balance_batch splits the mini-batch over the ranks
     }
     from transformers import Qwen2ForCausalLM
 
     original_forward = Qwen2ForCausalLM.forward
     arms, proxy = {}, None
-    with tempfile.TemporaryDirectory() as model_path, tempfile.TemporaryDirectory() as args.trace_dir:
-        model_shape.write(args.shape, model_path, weights=True)
+    with tempfile.TemporaryDirectory() as own_path, tempfile.TemporaryDirectory() as args.trace_dir:
+        if args.rank == 0:
+            model_shape.write(args.shape, own_path, weights=True)
+        model_path = [own_path]
+        torch.distributed.broadcast_object_list(model_path, src=0)  # one host: every rank reads rank 0's folder
         for arm in args.arms:
-            print(f"== arm {arm} ({time.perf_counter() - started:.0f}s)", flush=True)
-            arms[arm], worker = run_arm(arm, args, model_path, batch_lengths, vocab_size, started, on_gpu)
+            if args.rank == 0:
+                print(f"== arm {arm} ({time.perf_counter() - started:.0f}s)", flush=True)
+            arms[arm], worker = run_arm(arm, args, model_path[0], batch_lengths, vocab_size, started, on_gpu)
             if arm == "ours":
                 budget_lengths = proxy_lengths(
                     args.token_budget, args.max_response, args.min_prompt, args.max_prompt, args.median
                 )
-                proxy = run_proxy(worker, budget_lengths, vocab_size, args.proxy_repeats, on_gpu)
+                proxy = run_proxy(worker, budget_lengths, vocab_size, args.proxy_repeats, on_gpu, args.world_size)
             del worker
             release_arm(original_forward, on_gpu)
+        torch.distributed.barrier()  # rank 0's model folder stays until every rank is done with it
     payload.update(arms=arms, proxy=proxy, goals=goals(arms, proxy), checks=checks(arms, proxy), factors=factor_table(arms))
     payload["wall_s"] = round(time.perf_counter() - started, 1)
-    path = report.write_json("actor_update", payload)
-    print(f"wall {payload['wall_s']}s" + (f"; wrote {path}" if path else ""), flush=True)
-    print_tables(payload)
+    if args.rank == 0:
+        path = report.write_json("actor_update", payload)
+        print(f"wall {payload['wall_s']}s" + (f"; wrote {path}" if path else ""), flush=True)
+        print_tables(payload)
     torch.distributed.destroy_process_group()
     passed = all(payload["checks"][name] for name in ("losses_agree", "packed_arms_stayed_packed", "chunked_arms_ran_chunked"))
     return 0 if passed else 1

@@ -15,16 +15,21 @@ import torch
 from verl_recipes.verl_cpu import use_cpu_platform
 
 
-def init_single_process(cpu: bool, port: int = 29531) -> None:
-    """A world of one rank, as a Ray worker of a one-GPU run sees it."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", str(port)))
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+def init_ranks(cpu: bool, port: int = 29531) -> tuple[int, int]:
+    """This process's rank in torchrun's world (RANK, WORLD_SIZE, LOCAL_RANK set by torchrun, one host), else a
+    world of one rank, as a Ray worker of a one-GPU run sees it. Returns (rank, world size)."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # not under torchrun
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", str(port)))
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if cpu:
         use_cpu_platform()
     else:
-        torch.cuda.set_device(0)
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("gloo" if cpu else "cpu:gloo,cuda:nccl", rank=0, world_size=1)
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    if not torch.distributed.is_initialized():  # CPU tensors go over gloo on the GPU too (our counters)
+        backend = "gloo" if cpu else "cpu:gloo,cuda:nccl"
+        torch.distributed.init_process_group(backend, rank=rank, world_size=world_size)
+    return rank, world_size
 
 
 def compose(model_path: str, overrides: list[str], fragments: tuple[str, ...] = ()):
@@ -109,10 +114,14 @@ def build_actor_engine(actor_rollout_ref):
     return engine, actor_config
 
 
-def ppo_mini_batch(prompt_lens: np.ndarray, response_lens: np.ndarray, vocab_size: int, seed: int = 0):
+def ppo_mini_batch(prompt_lens: np.ndarray, response_lens: np.ndarray, vocab_size: int, seed: int = 0,
+                   rank: int = 0, world_size: int = 1):
     """One GRPO mini-batch as the trainer hands it to update_actor: prompts left-padded to the longest prompt,
-    responses right-padded to the longest response, then verl's left_right_2_no_padding (nested tensors)."""
+    responses right-padded to the longest response, then verl's left_right_2_no_padding (nested tensors).
+    With several ranks every rank builds the whole mini-batch (same seed), reorders it with the trainer's
+    balance_batch (verl's default) and keeps its share, split as verl's dispatch splits it over data-parallel ranks."""
     from verl import DataProto
+    from verl.protocol import BatchData
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.padding import left_right_2_no_padding
 
@@ -137,8 +146,10 @@ def ppo_mini_batch(prompt_lens: np.ndarray, response_lens: np.ndarray, vocab_siz
             "advantages": advantages,
         },
         meta_info={"temperature": 1.0},
-    ).to_tensordict()
-    data = left_right_2_no_padding(data)
+    )
+    if world_size > 1:
+        balance_batch(data, world_size)
+    data = left_right_2_no_padding(data.to_tensordict())
     tu.assign_non_tensor(
         data,
         calculate_entropy=False,
@@ -149,4 +160,18 @@ def ppo_mini_batch(prompt_lens: np.ndarray, response_lens: np.ndarray, vocab_siz
         dataloader_kwargs={"shuffle": False},
         compute_loss=True,
     )
-    return data
+    if world_size == 1:
+        return data
+    # the dispatch's chunks are consolidated, hence locked; Ray's pickling hands the worker an unlocked copy
+    return BatchData(data).chunk(world_size)[rank].unlock_()
+
+
+def balance_batch(data, world_size: int) -> None:
+    """RayPPOTrainer._balance_batch itself (trainer.balance_batch, on by default), on a stand-in trainer that
+    knows only the data-parallel size: reorders data so that each rank's contiguous share has similar work."""
+    from types import SimpleNamespace
+
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    trainer = SimpleNamespace(actor_rollout_wg=None, _get_dp_size=lambda worker_group, role: world_size)
+    RayPPOTrainer._balance_batch(trainer, data, metrics={})
