@@ -31,8 +31,13 @@ def test_colour_rows_say_the_answer_only_through_the_image():
     rows = TASKS["colour"].rows("test", 40, seed=0)
     assert len({r["prompt"][0]["content"] for r in rows}) == 1  # one prompt text for every row
     for row in rows:
-        pixel = Image.open(__import__("io").BytesIO(row["images"][0]["bytes"])).convert("RGB").getpixel((10, 10))
-        assert pixel == list(COLOURS.values())[int(row["reward_model"]["ground_truth"]) - 1]
+        image = Image.open(__import__("io").BytesIO(row["images"][0]["bytes"])).convert("RGB")
+        corners = [image.getpixel((x, y)) for y in (10, 45) for x in (10, 45)]  # TL, TR, BL, BR
+        numbers = [str(list(COLOURS.values()).index(c) + 1) for c in corners]
+        assert len(set(numbers)) == K and row["reward_model"]["ground_truth"] == numbers[0]
+        assert TASKS["colour"].choices(row) == tuple(numbers)
+    skill = TASKS["colour"].skill_rows(30, seed=0)
+    assert "top-left" not in " ".join(s["prompt"][0]["content"] for s in skill)
 
 
 def test_seeded_answers_are_what_the_snippet_prints_when_run():
@@ -211,13 +216,17 @@ def test_warm_up_labels_of_the_task_are_random_and_of_the_skill_true():
 def test_warm_up_calls_the_tool_on_a_fraction_and_copies_its_reply():
     from verl_recipes.learn.build import reply
 
-    task, rows, _, drawn = _drawn("seeded")
+    task, rows, skill, drawn = _drawn("seeded")
     first = [text for kind, _, text in drawn if kind == "task"]
     calls = sum(text.startswith("<tool_call>") for text in first) / len(first)
     assert abs(calls - task.tool_fraction) < 0.04
     assert all(text == task.answer_text(reply(rows[i])) for kind, i, text in drawn if kind == "after_call")
     assert all(snippet(rows[i]["extra_info"]["seed"]) in text for kind, i, text in drawn
                if kind == "task" and text.startswith("<tool_call>"))
+    # the skill rows (another wording of the question) always call, copying their own snippet: the copying skill
+    on_skill = [(i, text) for kind, i, text in drawn if kind == "skill"]
+    assert on_skill and all(snippet(skill[i]["extra_info"]["seed"]) in text for i, text in on_skill)
+    assert all(s["prompt"][0]["content"].startswith("Run this code:") for s in skill)
 
 
 def test_vl_warm_up_writes_the_geo3k_format():

@@ -3,9 +3,9 @@
 Every target carries a random label (one of the row's K choices), drawn anew each time a row is seen, so the
 model learns to write `\\boxed{<one of K>}` in the recipe's format while its choice stays independent of the
 prompt: the run starts near 1/K correct. A task's skill rows (neighbouring questions, e.g. the other ordinals of
-the digits task) are shown with their true answers, half of the samples. For a tool task the first turn calls the
-tool on only a fraction of the samples (the rest answer at random), and after the tool's real reply the answer
-copies it: calling pays, and RL must find that out.
+the digits task) are shown with their true answers, half of the samples; a tool task's skill rows (another wording)
+always call the tool. On the task's own prompts the first turn calls the tool on only a fraction of the samples (the
+rest answer at random), and after the tool's real reply the answer copies it: calling pays, and RL must find that out.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ def draw(task: Task, rows: list[dict], skill: list[dict], reply, rng: random.Ran
     row's prompt) and "after_call" (the row's prompt after its tool call and the tool's reply)."""
     i = rng.randrange(len(rows))
     if skill and rng.random() < 0.5:
-        return "skill", i % len(skill), task.answer_text(skill[i % len(skill)]["reward_model"]["ground_truth"])
+        row = skill[i % len(skill)]
+        # a tool task's skill is the call (copying the snippet); another task's, the true answer
+        target = call_text(tool_call(row)) if task.tool_fraction else task.answer_text(row["reward_model"]["ground_truth"])
+        return "skill", i % len(skill), target
     if task.tool_fraction and rng.random() < 0.5:
         return "after_call", i, task.answer_text(reply(rows[i]))
     if rng.random() < task.tool_fraction:
