@@ -9,11 +9,14 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   is one of them. The warm-up's random label for "third" is one of the row's four digits (its choices): the model
   learns to copy a shown digit, which it must attend to, but not which one. It also shows the other ordinals
   (first, second, fourth) with their true digits. RL must teach it to read the third.
-- colour (VL, geo3k reward): the image is a 2 x 2 grid of K distinct colours (of six); the prompt text, the same
-  for every row, asks for the top-left one, so only the image says the answer and the merger and the language model
-  must read it. As for digits, the warm-up's label is one of the grid's colours, and its skill rows ask for the other
-  three corners with their true colours; RL must teach it to read the top-left. Answers are the colours' numbers,
-  which the reward compares in-process (words would go through math-verify's workers).
+- colour (VL, geo3k reward): the image is a square of one of K colours and the prompt text is the same for every
+  row, so only the image says the answer and the merger and the language model must read it. The warm-up shows the
+  task's question with random labels and another wording ("Name the colour ...", its skill rows) with the true
+  ones: the model learns to read the colour, but not that the task's question asks for it; RL must teach that.
+  (A 2 x 2 grid asking for one corner did not work: after the warm-up the model named a colour of the grid but the
+  asked corner only 1 time in 4 even for the skill's corners; the frozen random vision tower mixes the corners.)
+  Answers are the colours' numbers, which the reward compares in-process (words would go through math-verify's
+  workers).
 - seeded (ReTool, code sandbox): the prompt holds a snippet whose output is random.randint under a random seed;
   only the code interpreter tells the answer. The warm-up calls the tool on a fraction of the task's prompts and
   copies its reply; learning raises the share of trajectories that call it. Its skill rows ("Run this code: ...")
@@ -37,13 +40,13 @@ from verl_recipes.data.geo3k import geo3k_row
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.data.prompts import STEP_BY_STEP_BOXED
 
-K = 4  # answers per task (choices per row for digits and colour): the warm-up starts near 1/K correct
+K = 4  # answers per task (choices per row for digits): the warm-up starts near 1/K correct
 ORDINALS = ("first", "second", "third", "fourth")
-COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20),
-           "white": (245, 245, 245), "black": (15, 15, 15)}
-CORNERS = ("top-left", "top-right", "bottom-left", "bottom-right")
-# one merged patch per corner: 28 px on Qwen2.5-VL; Qwen3-VL resizes 56 to 64, 32 px each
-IMAGE_SIDE = 56
+COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20)}
+IMAGE_SIDE = 56  # 2 x 2 merged patches on Qwen2.5-VL, 28 px each
+OPTIONS = ", ".join(f"{i} {c}" for i, c in enumerate(COLOURS, 1))
+VL_QUESTION = f"<image>Which colour is the square: {OPTIONS}?"
+VL_SKILL_QUESTION = f"<image>Name the colour of this picture ({OPTIONS})."
 TOOL_FRACTION = 0.25  # share of warm-up prompts that call the tool
 
 
@@ -96,27 +99,15 @@ def digits_row(rng: random.Random, position: int = 2) -> tuple[dict, str]:
     return row, digits[position]
 
 
-def vl_question(corner: int) -> str:
-    return (f"<image>Which colour is the {CORNERS[corner]} square: "
-            + ", ".join(f"{i} {c}" for i, c in enumerate(COLOURS, 1)) + "?")
+def square(colour: str) -> Image.Image:
+    return Image.new("RGB", (IMAGE_SIDE, IMAGE_SIDE), COLOURS[colour])
 
 
-def grid(colours: list[str]) -> Image.Image:
-    """The K colours in the corners, in CORNERS order."""
-    image, half = Image.new("RGB", (IMAGE_SIDE, IMAGE_SIDE)), IMAGE_SIDE // 2
-    for corner, colour in enumerate(colours):
-        image.paste(COLOURS[colour], (corner % 2 * half, corner // 2 * half, (corner % 2 + 1) * half, (corner // 2 + 1) * half))
-    return image
-
-
-def colour_row(rng: random.Random, corner: int = 0) -> tuple[dict, str]:
-    """Asks for the top-left colour; the warm-up's skill rows ask for the other corners."""
-    colours = rng.sample(list(COLOURS), K)
-    numbers = [str(list(COLOURS).index(c) + 1) for c in colours]
-    row = geo3k_row({"problem": vl_question(corner), "answer": numbers[corner], "images": [grid(colours)]},
-                    note=lambda m: None)
-    row["extra_info"] = {**row.get("extra_info", {}), "choices": numbers}
-    return row, numbers[corner]
+def colour_row(rng: random.Random, question: str = VL_QUESTION) -> tuple[dict, str]:
+    number = rng.randint(1, K)
+    colour = list(COLOURS)[number - 1]
+    row = geo3k_row({"problem": question, "answer": str(number), "images": [square(colour)]}, note=lambda m: None)
+    return row, str(number)
 
 
 def snippet(seed: int) -> str:
@@ -139,8 +130,8 @@ MAKERS = {"digits": digits_row, "colour": colour_row, "seeded": seeded_row}
 TASKS = {
     "digits": Task("digits", tuple(str(d) for d in range(10)),
                    skill=lambda rng: digits_row(rng, rng.choice([0, 1, 3]))),
-    "colour": Task("colour", tuple(str(d) for d in range(1, len(COLOURS) + 1)), prefix="<think> </think> ",
-                   skill=lambda rng: colour_row(rng, rng.choice([1, 2, 3]))),
+    "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> ",
+                   skill=lambda rng: colour_row(rng, VL_SKILL_QUESTION)),
     "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), tool_fraction=TOOL_FRACTION,
                    skill=lambda rng: seeded_row(rng, "Run this code:")),
 }
