@@ -122,7 +122,12 @@ def fit(folder: Path, examples: Examples, sample, steps: int, seed: int) -> dict
         extra = {key: torch.cat([b[1][key] for b in batch]).to(device) for key in batch[0][1]}  # images, in row order
         if vision:  # marks the image tokens; without it transformers gives them 1-D positions, not M-RoPE's 3-D ones
             extra["mm_token_type_ids"] = (input_ids == model.config.image_token_id).long().to(device)
-        loss = model(input_ids=input_ids.to(device), attention_mask=mask.to(device), labels=labels.to(device), **extra).loss
+        # the LM head only where a target token is predicted: over every position its 150k-wide logits are most of
+        # the compute and memory of a tiny model's step
+        hidden = model.model(input_ids=input_ids.to(device), attention_mask=mask.to(device), **extra).last_hidden_state
+        predicts = labels[:, 1:].to(device) != -100
+        logits = model.lm_head(hidden[:, :-1][predicts]).float()
+        loss = torch.nn.functional.cross_entropy(logits, labels[:, 1:].to(device)[predicts])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
