@@ -6,8 +6,8 @@
 #          "1,2 async bash tests/gpu/learn_tiny.sh qwen25-7b-grpo:separate_async none"
 # Each job runs through the kit's run.sh (log NAME.log, in $OUT when set) with CUDA_VISIBLE_DEVICES=GPUS (Ray, which
 # each job starts for itself, sees only those) and its own runs folder and vLLM compile cache under /tmp/side/NAME,
-# so that neither the result copy nor two compilations of one model collide. Jobs start 15 s apart; all end within
-# SECONDS of the first start. Exit 0 when every job exits 0.
+# so that neither the result copy nor two compilations of one model collide. Jobs start STAGGER_S (15) s apart; all
+# end within SECONDS of the first start. Exit 0 when every job exits 0. GPU_KIT: the kit's folder (/tmp/gpu).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: side_by_side.sh SECONDS \"GPUS NAME command args...\" ..." >&2; exit 2; }
 deadline=$(( $(date +%s) + $1 )); shift
@@ -18,9 +18,9 @@ for job in "$@"; do
   mkdir -p "/tmp/side/$name"
   # shellcheck disable=SC2086  # the command's words split as typed
   CUDA_VISIBLE_DEVICES=$gpus RL_RUNS_DIR=/tmp/side/$name/runs VLLM_CACHE_ROOT=/tmp/side/$name/vllm \
-    GPU_DEADLINE=$deadline GPU_QUIET=1 bash /tmp/gpu/bin/run.sh "$name" all "$(( deadline - $(date +%s) ))" -- $cmd &
+    GPU_DEADLINE=$deadline GPU_QUIET=1 bash "${GPU_KIT:-/tmp/gpu}/bin/run.sh" "$name" all "$(( deadline - $(date +%s) ))" -- $cmd &
   pids+=($!)
-  sleep 15
+  sleep "${STAGGER_S:-15}"
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done

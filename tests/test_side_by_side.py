@@ -1,0 +1,42 @@
+"""tests/gpu/side_by_side.sh, run against a stub of the kit's run.sh: each job gets its own GPUs, runs folder and
+vLLM cache, and the script fails when any job fails or a job is malformed."""
+
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STUB = """#!/usr/bin/env bash
+# stub of the kit's run.sh NAME LAYERSET TIMEOUT_S -- command...: records what the job saw, then runs the command
+name=$1; shift 4
+echo "$name gpus=$CUDA_VISIBLE_DEVICES runs=$RL_RUNS_DIR vllm=$VLLM_CACHE_ROOT deadline=$GPU_DEADLINE" >> "$LOG"
+"$@"
+"""
+
+
+def _run(tmp_path: Path, *jobs: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "run.sh").write_text(STUB)
+    log = tmp_path / "jobs.log"
+    env = {"PATH": "/usr/bin:/bin", "GPU_KIT": str(tmp_path), "STAGGER_S": "0", "LOG": str(log)}
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/side_by_side.sh"), "60", *jobs], env=env,
+                          capture_output=True, text=True, timeout=60)
+    return done, sorted(log.read_text().splitlines()) if log.exists() else []
+
+
+def test_each_job_gets_its_own_gpus_runs_folder_and_vllm_cache(tmp_path):
+    done, seen = _run(tmp_path, "0 text true", "1,2 async true")
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" deadline=")[0] for line in seen] == [
+        "async gpus=1,2 runs=/tmp/side/async/runs vllm=/tmp/side/async/vllm",
+        "text gpus=0 runs=/tmp/side/text/runs vllm=/tmp/side/text/vllm"]
+    assert len({line.split(" deadline=")[1] for line in seen}) == 1  # one deadline for all
+
+
+def test_one_failed_job_fails_the_whole(tmp_path):
+    done, seen = _run(tmp_path, "0 ok true", "1 bad false")
+    assert done.returncode == 1 and len(seen) == 2  # the other job still ran
+
+
+def test_a_job_without_a_command_is_refused_by_name(tmp_path):
+    done, seen = _run(tmp_path, "0 lonely")
+    assert done.returncode == 2 and "'0 lonely'" in done.stderr and seen == []
