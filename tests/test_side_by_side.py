@@ -40,3 +40,26 @@ def test_one_failed_job_fails_the_whole(tmp_path):
 def test_a_job_without_a_command_is_refused_by_name(tmp_path):
     done, seen = _run(tmp_path, "0 lonely")
     assert done.returncode == 2 and "'0 lonely'" in done.stderr and seen == []
+
+
+PYTHON_STUB = """#!/usr/bin/env bash
+# stub of python3: records the module a stage runs
+echo "$2 $3" >> "$LOG"
+"""
+
+
+def test_learn_tiny_stages_build_then_run(tmp_path):
+    """LEARN_STAGE=build only builds a run's folder, run only runs it, and the default does both (tests/gpu/learn_tiny.sh)."""
+    (tmp_path / "python3").write_text(PYTHON_STUB)
+    (tmp_path / "python3").chmod(0o755)
+    log = tmp_path / "calls.log"
+    calls = {}
+    for stage in ("build", "run", "all"):
+        log.unlink(missing_ok=True)
+        env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(log), "LEARN_STAGE": stage, "RL_RUNS_DIR": str(tmp_path)}
+        done = subprocess.run(["bash", "tests/gpu/learn_tiny.sh", "stagetest-recipe", "none"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        calls[stage] = log.read_text().split()[::2]
+    assert calls == {"build": ["verl_recipes.learn.build"], "run": ["verl_recipes"],
+                     "all": ["verl_recipes.learn.build", "verl_recipes"]}
