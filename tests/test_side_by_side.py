@@ -63,3 +63,14 @@ def test_learn_tiny_stages_build_then_run(tmp_path):
         calls[stage] = log.read_text().split()[::2]
     assert calls == {"build": ["verl_recipes.learn.build"], "run": ["verl_recipes"],
                      "all": ["verl_recipes.learn.build", "verl_recipes"]}
+
+
+def test_kit_spares_go_on_the_path_where_the_kit_has_them(tmp_path):
+    for spare in ("mathruler", "blake3"):
+        (tmp_path / "root/layers/Z" / spare).mkdir(parents=True)
+    (tmp_path / "extra").mkdir()
+    env = {"PATH": "/usr/bin:/bin", "GPU_KIT": str(tmp_path), "EXTRA_SITE": str(tmp_path / "extra"), "PYTHONPATH": "/x"}
+    done = subprocess.run(["bash", "-c", "source tests/gpu/kit_spares.sh; echo $PYTHONPATH"], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=True)
+    z = tmp_path / "root/layers/Z"
+    assert done.stdout.strip().split(":") == [str(tmp_path / "extra"), "/x", str(z / "mathruler"), str(z / "blake3")]

@@ -7,6 +7,7 @@
 # run, e.g. the multi-turn tool task, can have its folders built in the call before).
 set -uo pipefail
 source "$(dirname "$0")/checkout_path.sh"
+source "$(dirname "$0")/kit_spares.sh"
 export RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
 status=0
 while [ $# -ge 2 ]; do

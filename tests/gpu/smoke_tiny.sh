@@ -6,6 +6,7 @@
 # Copies each run's smoke.json, metrics and config to $OUT when it is set.
 set -uo pipefail
 source "$(dirname "$0")/checkout_path.sh"
+source "$(dirname "$0")/kit_spares.sh"
 export RL_RUNS_DIR="${RL_RUNS_DIR:-/tmp/runs}"
 status=0
 while [ $# -ge 2 ]; do
