@@ -52,6 +52,32 @@ def write_parquet(path: Path, columns: dict) -> Path:
     return path
 
 
+def free_port() -> str:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def run_dry(argv: list[str], out: Path, result: str, **env: str) -> tuple[str, dict]:
+    """A bench or calibration dry run as a child (`argv` after the interpreter), its report written to `out`:
+    (stdout, the JSON `result` it wrote there). Fails with the child's output tails when it exits non-zero. A
+    one-rank child's torch.distributed store gets a free port: a module fixture runs once per xdist worker, and two
+    at once on one fixed port fail with EADDRINUSE."""
+    import json
+    import subprocess
+    import sys
+
+    from verl_recipes import bench
+
+    completed = subprocess.run([sys.executable, *argv], cwd=bench.REPO_ROOT,
+                               env=bench.child_env(OUT=str(out), **{"MASTER_PORT": free_port(), **env}),
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed.stdout, json.loads((out / result).read_text())
+
+
 @pytest.fixture
 def run_env(tmp_path, monkeypatch):
     """Data and runs in a scratch folder (as on shared storage): qwen25-7b-grpo's data files exist, one row each."""

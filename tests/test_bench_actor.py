@@ -2,47 +2,24 @@
 factor grid and the proxy on a tiny model, and the report says what the arms did (packing, micro-batches, log-prob
 function, one loss)."""
 
-import json
-import subprocess
-import sys
-
 import pytest
+from conftest import run_dry
 
-from verl_recipes import bench
 from verl_recipes.bench import actor_update
 
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("out")
-    env = bench.child_env(OUT=str(out), MASTER_PORT="29541")
-    completed = subprocess.run(
-        [sys.executable, "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run", "--profile"],
-        cwd=bench.REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    return completed.stdout, json.loads((out / "actor_update.json").read_text())
+    return run_dry(["-m", "verl_recipes.bench.actor_update", "--cpu-dry-run", "--profile"],
+                   tmp_path_factory.mktemp("out"), "actor_update.json")
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     """The same dry run as two gloo ranks under torchrun, on the two arms the 7B two-GPU run compares."""
-    out = tmp_path_factory.mktemp("out2")
-    completed = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run", "--profile", "--arms", "verl_default,ours"],
-        cwd=bench.REPO_ROOT,
-        env=bench.child_env(OUT=str(out)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    return completed.stdout, json.loads((out / "actor_update.json").read_text())
+    return run_dry(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                    "-m", "verl_recipes.bench.actor_update", "--cpu-dry-run", "--profile", "--arms", "verl_default,ours"],
+                   tmp_path_factory.mktemp("out2"), "actor_update.json")
 
 
 @pytest.mark.slow

@@ -1,15 +1,13 @@
 """verl_recipes.bench.rollout and verl_recipes.bench.decode_floor: the HBM floor reproduces a hand computation, the admission loop
 keeps at most B requests in flight, and --cpu-dry-run runs every arm process and reports against the floor."""
 
-import json
 import os
-import subprocess
 import sys
 import time
 
 import pytest
+from conftest import run_dry
 
-from verl_recipes import bench
 from verl_recipes.bench import decode_floor, model_shape, rollout
 
 H100_COPY_BYTES_PER_S = 3.0e12
@@ -127,17 +125,7 @@ def test_profiled_decode_step_against_its_floor(cost):
 
 @pytest.mark.slow
 def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
-    env = bench.child_env(OUT=str(tmp_path))
-    completed = subprocess.run(
-        [sys.executable, "-m", "verl_recipes.bench.rollout", "--cpu-dry-run", "--profile"],
-        cwd=bench.REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    result = json.loads((tmp_path / "rollout.json").read_text())
+    stdout, result = run_dry(["-m", "verl_recipes.bench.rollout", "--cpu-dry-run", "--profile"], tmp_path, "rollout.json")
     assert list(result["arms"]) == list(rollout.ARMS) and result["checks"]["arms_failed"] == []
     assert result["checks"]["every_request_got_its_length"]
     for arm in result["arms"].values():
@@ -149,7 +137,7 @@ def test_cpu_dry_run_reports_every_arm_against_the_floor(tmp_path):
     assert "ours fraction of HBM floor, B=8" in result["goals"]
     assert "ours / eager (CUDA graphs), B=2" in result["goals"]
     assert all(arm["profile"] == {"error": "no profiler on the CPU stand-in engine"} for arm in result["arms"].values())
-    assert completed.stdout.rstrip().splitlines()[-1].lstrip().startswith("ours fraction of HBM floor, B=8")
+    assert stdout.rstrip().splitlines()[-1].lstrip().startswith("ours fraction of HBM floor, B=8")
 
 
 @pytest.mark.slow

@@ -1,27 +1,14 @@
 """tests/gpu/calibrate_log_prob.py --cpu-dry-run: verl's actor runs the old-log-prob pass as the trainer asks for it
 (entropy on, no loss) on packed micro-batches of exactly the requested tokens, with the entropy chunked and not."""
 
-import json
-import subprocess
-import sys
 
 import pytest
-
-from verl_recipes import bench
+from conftest import run_dry
 
 
 @pytest.mark.slow
 def test_dry_run_measures_every_budget_in_both_entropy_modes(tmp_path):
-    completed = subprocess.run(
-        [sys.executable, "tests/gpu/calibrate_log_prob.py", "--cpu-dry-run"],
-        cwd=bench.REPO_ROOT,
-        env=bench.child_env(OUT=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    result = json.loads((tmp_path / "calibrate_log_prob.json").read_text())
+    _, result = run_dry(["tests/gpu/calibrate_log_prob.py", "--cpu-dry-run"], tmp_path, "calibrate_log_prob.json")
     assert [(row["chunking"], row["tokens"]) for row in result["rows"]] == [
         (False, 64), (False, 128), (True, 64), (True, 128)]
     for row in result["rows"]:
