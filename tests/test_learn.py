@@ -232,18 +232,13 @@ def test_vl_warm_up_writes_the_geo3k_format():
     assert all(text.startswith("<think> </think> \\boxed{") for _, _, text in drawn)
 
 
-def _own_learns(recipe) -> dict | None:
-    """A card's `learns:` of this very recipe or variant: a variant does not inherit its version's."""
-    own = (recipe.card.get("variants") or {}).get(recipe.variant) or {} if recipe.variant else recipe.card
-    return own.get("learns")
-
-
-@pytest.mark.parametrize("recipe", [r for r in catalog.all_recipes() if _own_learns(r)], ids=lambda r: r.label)
+@pytest.mark.parametrize("recipe", [r for r in catalog.all_recipes() if r.own_card_value("learns")],
+                         ids=lambda r: r.label)
 def test_a_learns_line_rests_on_a_passing_run_and_a_failing_control(recipe):
     import json
     from pathlib import Path
 
-    learns = _own_learns(recipe)
+    learns = recipe.own_card_value("learns")
     run = json.loads(Path(learns["run"]).read_text())
     assert run["recipe"] == recipe.label and run["control"] == "none" and run["passed"] and run["rc"] == 0
     assert gates.learned(run) and run["task"] == recipe.card_value("learn_task")

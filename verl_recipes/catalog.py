@@ -78,10 +78,17 @@ class Recipe:
         """Run and folder name: `name-version[-variant]`."""
         return f"{self.name}-{self.version}" + (f"-{self.variant}" if self.variant else "")
 
+    def _variant_entry(self) -> dict:
+        return (self.card.get("variants") or {}).get(self.variant) or {} if self.variant else {}
+
     def card_value(self, key: str, default=None):
         """A card field, where a variant's own entry under `variants:` wins over the version's."""
-        own = (self.card.get("variants") or {}).get(self.variant) or {} if self.variant else {}
-        return own.get(key, self.card.get(key, default))
+        return self._variant_entry().get(key, self.card.get(key, default))
+
+    def own_card_value(self, key: str, default=None):
+        """A card field of this very recipe, never inherited: a variant's own entry, or the version's for the base
+        (e.g. `learns:`, which only a run of that recipe itself can earn)."""
+        return (self._variant_entry() if self.variant else self.card).get(key, default)
 
     @property
     def published(self) -> bool:

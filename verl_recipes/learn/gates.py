@@ -21,7 +21,9 @@ TURNS = "num_turns/mean"
 LAST, FIRST = 5, 3
 OVER_BASELINE, OVER_START, VAL_GAIN = 0.3, 0.25, 0.25
 TOOL_RISE = 0.3
-# (metric, bound, "max" or "min"): every step must hold it
+# (metric, bound, side): every step must hold it; a side is (holds(value, bound), the worst of values)
+SIDES = {"max": (lambda v, b: v <= b, max), "min": (lambda v, b: v >= b, min),
+         "abs": (lambda v, b: abs(v) <= b, lambda vs: max(vs, key=abs))}
 AGREEMENT = (
     ("training/rollout_probs_diff_mean", 0.01, "max"),
     ("training/rollout_actor_probs_pearson_corr", 0.99, "min"),
@@ -29,12 +31,6 @@ AGREEMENT = (
 )
 # bypass mode: |KL(rollout || trainer)| with up to one version of staleness (worst on the committed run: 0.030)
 BYPASS_AGREEMENT = (("actor/ppo_kl", 0.05, "abs"),)
-
-
-def _holds(value: float | None, bound: float, side: str) -> bool:
-    if value is None:
-        return False
-    return {"max": value <= bound, "min": value >= bound, "abs": abs(value) <= bound}[side]
 
 
 def validation_key(steps: dict[int, dict]) -> str | None:
@@ -77,10 +73,11 @@ def evaluate(steps: dict[int, dict], baseline: float, tool: bool, bypass: bool =
          f"{c['validation_key']}: {val[0] if val else 'none'} -> {val[-1] if val else 'none'} (gain {gain:.3f})")
     trained = [s for s in steps if SCORE in steps[s]]
     for metric, bound, side in BYPASS_AGREEMENT if bypass else AGREEMENT:
+        holds, worst_of = SIDES[side]
         values = {s: steps[s].get(metric) for s in trained}
-        bad = {s: v for s, v in values.items() if not _holds(v, bound, side)}
-        worst = [v for v in values.values() if v is not None]
-        worst = {"max": max, "min": min, "abs": lambda vs: max(vs, key=abs)}[side](worst) if worst else None
+        bad = {s: v for s, v in values.items() if v is None or not holds(v, bound)}
+        seen = [v for v in values.values() if v is not None]
+        worst = worst_of(seen) if seen else None
         gate(f"agreement {metric}", trained and not bad,
              f"worst {worst} ({side} {bound})" + (f"; out of bounds or missing at steps {sorted(bad)}" if bad else ""))
     if tool:

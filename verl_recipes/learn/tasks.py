@@ -71,7 +71,7 @@ class Task:
         for index in range(n):
             row, answer = MAKERS[self.name](rng)
             if shuffled and split == "train":
-                answer = labels.choice(row.get("extra_info", {}).get("choices") or self.answers)
+                answer = labels.choice(self.choices(row))
             rows.append(self.framed(row, answer, split, index))
         return rows
 
