@@ -7,8 +7,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 STUB = """#!/usr/bin/env bash
 # stub of the kit's run.sh NAME LAYERSET TIMEOUT_S -- command...: records what the job saw, then runs the command
-name=$1; shift 4
-echo "$name gpus=$CUDA_VISIBLE_DEVICES runs=$RL_RUNS_DIR vllm=$VLLM_CACHE_ROOT deadline=$GPU_DEADLINE" >> "$LOG"
+name=$1 layers=$2; shift 4
+echo "$name layers=$layers gpus=$CUDA_VISIBLE_DEVICES runs=$RL_RUNS_DIR vllm=$VLLM_CACHE_ROOT deadline=$GPU_DEADLINE" >> "$LOG"
 "$@"
 """
 
@@ -23,12 +23,13 @@ def _run(tmp_path: Path, *jobs: str) -> tuple[subprocess.CompletedProcess, list[
     return done, sorted(log.read_text().splitlines()) if log.exists() else []
 
 
-def test_each_job_gets_its_own_gpus_runs_folder_and_vllm_cache(tmp_path):
-    done, seen = _run(tmp_path, "0 text true", "1,2 async true")
+def test_each_job_gets_its_own_gpus_runs_folder_vllm_cache_and_layer_set(tmp_path):
+    done, seen = _run(tmp_path, "0 text true", "1,2 async true", "3 meg@all-tf59 true")
     assert done.returncode == 0, done.stderr
     assert [line.split(" deadline=")[0] for line in seen] == [
-        "async gpus=1,2 runs=/tmp/side/async/runs vllm=/tmp/side/async/vllm",
-        "text gpus=0 runs=/tmp/side/text/runs vllm=/tmp/side/text/vllm"]
+        "async layers=all gpus=1,2 runs=/tmp/side/async/runs vllm=/tmp/side/async/vllm",
+        "meg layers=all-tf59 gpus=3 runs=/tmp/side/meg/runs vllm=/tmp/side/meg/vllm",
+        "text layers=all gpus=0 runs=/tmp/side/text/runs vllm=/tmp/side/text/vllm"]
     assert len({line.split(" deadline=")[1] for line in seen}) == 1  # one deadline for all
 
 
@@ -74,3 +75,18 @@ def test_kit_spares_go_on_the_path_where_the_kit_has_them(tmp_path):
                           capture_output=True, text=True, check=True)
     z = tmp_path / "root/layers/Z"
     assert done.stdout.strip().split(":") == [str(tmp_path / "extra"), "/x", str(z / "mathruler"), str(z / "blake3")]
+
+
+def test_smoke_tiny_builds_a_missing_tiny_folder_first(tmp_path):
+    """tests/gpu/smoke_tiny.sh builds a TINY_DIR that does not exist (the card's tiny family) and reuses one that does."""
+    (tmp_path / "python3").write_text(PYTHON_STUB)
+    (tmp_path / "python3").chmod(0o755)
+    log = tmp_path / "calls.log"
+    (tmp_path / "built").mkdir()
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(log), "RL_RUNS_DIR": str(tmp_path)}
+    done = subprocess.run(["bash", "tests/gpu/smoke_tiny.sh", "a-recipe:megatron", str(tmp_path / "missing"),
+                           "b-recipe", str(tmp_path / "built")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().split("\n")[:3] == [f"verl_recipes.smoke.tiny {tmp_path / 'missing'}",
+                                              "verl_recipes smoke", "verl_recipes smoke"]

@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # Several jobs side by side on one lent machine, each on its own GPUs: a tiny learning run or smoke uses a sliver of
 # one GPU, so a 4-GPU machine runs four in the device time of one.
-# Usage: bash tests/gpu/side_by_side.sh SECONDS "GPUS NAME command args..." ...
+# Usage: bash tests/gpu/side_by_side.sh SECONDS "GPUS NAME[@LAYERSET] command args..." ...
 #   e.g. bash tests/gpu/side_by_side.sh 570 "0 text bash tests/gpu/learn_tiny.sh qwen25-7b-grpo none" \
 #          "1,2 async bash tests/gpu/learn_tiny.sh qwen25-7b-grpo:separate_async none"
 # Each job runs through the kit's run.sh (log NAME.log, in $OUT when set) with CUDA_VISIBLE_DEVICES=GPUS (Ray, which
 # each job starts for itself, sees only those) and its own runs folder and vLLM compile cache under /tmp/side/NAME,
-# so that neither the result copy nor two compilations of one model collide. Jobs start STAGGER_S (15) s apart; all
+# so that neither the result copy nor two compilations of one model collide. @LAYERSET picks the kit's layer set
+# (default all; a Megatron job needs all-tf59). Jobs start STAGGER_S (15) s apart; all
 # end within SECONDS of the first start. Exit 0 when every job exits 0. GPU_KIT: the kit's folder (/tmp/gpu).
 set -uo pipefail
-[ $# -ge 2 ] || { echo "usage: side_by_side.sh SECONDS \"GPUS NAME command args...\" ..." >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: side_by_side.sh SECONDS \"GPUS NAME[@LAYERSET] command args...\" ..." >&2; exit 2; }
 deadline=$(( $(date +%s) + $1 )); shift
 pids=()
 for job in "$@"; do
   read -r gpus name cmd <<<"$job"
+  layers=all; [[ "$name" == *@* ]] && { layers=${name#*@}; name=${name%@*}; }
   [ -n "${cmd:-}" ] || { echo "side_by_side.sh: job '$job' is not \"GPUS NAME command\"" >&2; exit 2; }
   mkdir -p "/tmp/side/$name"
   # shellcheck disable=SC2086  # the command's words split as typed
   CUDA_VISIBLE_DEVICES=$gpus RL_RUNS_DIR=/tmp/side/$name/runs VLLM_CACHE_ROOT=/tmp/side/$name/vllm \
-    GPU_DEADLINE=$deadline GPU_QUIET=1 bash "${GPU_KIT:-/tmp/gpu}/bin/run.sh" "$name" all "$(( deadline - $(date +%s) ))" -- $cmd &
+    GPU_DEADLINE=$deadline GPU_QUIET=1 bash "${GPU_KIT:-/tmp/gpu}/bin/run.sh" "$name" "$layers" "$(( deadline - $(date +%s) ))" -- $cmd &
   pids+=($!)
   sleep "${STAGGER_S:-15}"
 done

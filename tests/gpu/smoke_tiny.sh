@@ -3,6 +3,7 @@
 # Usage: bash tests/gpu/smoke_tiny.sh RECIPE[:VARIANT][@OVERLAY] TINY_DIR [RECIPE TINY_DIR ...]
 # One GPU by default; async variants take two (their cards' tiny_overlay gives the trainer and the rollout one
 # each), and @OVERLAY picks another tiny layout of a card's tiny_overlay list (e.g. two GPUs with EP 2 and TP 2).
+# A TINY_DIR that does not exist yet is built first (python -m verl_recipes.smoke.tiny, the card's tiny family).
 # Copies each run's smoke.json, metrics and config to $OUT when it is set.
 set -uo pipefail
 source "$(dirname "$0")/checkout_path.sh"
@@ -13,6 +14,7 @@ while [ $# -ge 2 ]; do
   spec=$1 tiny=$2; shift 2
   recipe=${spec%%@*} overlay=""; [[ "$spec" == *@* ]] && overlay=${spec#*@}
   variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
+  [ -e "$tiny" ] || python3 -m verl_recipes.smoke.tiny "$tiny" --recipe "$recipe" || { status=1; continue; }
   python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" --overlay "$overlay" || status=1
   if [ -n "${OUT:-}" ]; then
     run=$(ls -td "$RL_RUNS_DIR"/*-smoke*/launches/*/ 2>/dev/null | head -1)
