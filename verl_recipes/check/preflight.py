@@ -39,6 +39,7 @@ from verl_recipes.check.keys import VERL_VERSION
 from verl_recipes.compose import flatten
 from verl_recipes.entrypoints import Pool
 from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, nsys_capture_ranges
+from verl_recipes.runtime.modules import module_found
 
 # What a cluster job ships of the repo, {repo path: path in the job's working dir}: the runtime part of the package,
 # the rewards and the agents, which is all verl's workers import. rewards/ and agents/ go where their package names
@@ -79,13 +80,6 @@ def free_gb(path: Path) -> float:
     while not path.exists():
         path = path.parent
     return shutil.disk_usage(path).free / GB
-
-
-def _module_found(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 # ---------------------------------------------------------------- this node's GPUs
@@ -186,7 +180,7 @@ FALLBACKS = {"flash_attn": ("attention", attention_fragment, "flash-attn"),
              "fused_weight_gradient_mlp_cuda": ("apex", apex_fragment, "apex's CUDA extension")}
 
 
-def fallback_overrides(cfg: DictConfig, installed=_module_found) -> list[tuple[str, str]]:
+def fallback_overrides(cfg: DictConfig, installed=module_found) -> list[tuple[str, str]]:
     """(override, what is missing) for each configs fragment that stands in for a package this machine cannot
     import: the launcher adds each and says so; `make check` proves them all (installed=lambda module: False)."""
     found = []
@@ -209,7 +203,7 @@ def attention_path(cfg: DictConfig) -> str:
                  "sdpa": "PyTorch SDPA"}.get(implementation, implementation)
     if model.use_fused_kernels:
         logprobs = "verl's fused kernels"
-    elif implementation == "flash_attention_2" or _module_found("flash_attn"):
+    elif implementation == "flash_attention_2" or module_found("flash_attn"):
         logprobs = "flash-attn's cross-entropy"
     else:
         hook = "verl_recipes.runtime.without_flash_attn" in str(flatten(cfg).get(
@@ -220,7 +214,7 @@ def attention_path(cfg: DictConfig) -> str:
 
 def missing_packages(packages: dict[str, str]) -> list[str]:
     return [f"python module '{module}' is missing: install {hint}"
-            for module, hint in packages.items() if not _module_found(module)]
+            for module, hint in packages.items() if not module_found(module)]
 
 
 # ---------------------------------------------------------------- a Ray cluster's GPUs
@@ -316,7 +310,7 @@ def tool_problems(tool: str) -> list[str]:
                             "every node: install the nsight-systems-cli package from NVIDIA's CUDA apt/yum repository "
                             "(or the installer from https://developer.nvidia.com/nsight-systems), then check "
                             "`nsys --version`")
-        if not _module_found("nvtx"):
+        if not module_found("nvtx"):
             problems.append("python package 'nvtx' is missing; verl asserts it for global_profiler.tool=nsys "
                             "(trainer/main_ppo.py run_ppo): pip install nvtx (it comes with verl[verl-core])")
     elif tool == "torch":

@@ -9,7 +9,6 @@ It ships with the job, so it imports nothing of verl_recipes outside runtime/.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import sys
@@ -19,16 +18,11 @@ from pathlib import Path
 import ray
 from omegaconf import DictConfig, OmegaConf
 
+from verl_recipes.runtime.modules import module_found
+
 PLAN = "node_check.json"
 CONFIG = "config.yaml"
 TIMEOUT_S = 600  # a fresh node downloads the job's code first
-
-
-def _module_found(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def node_problems(plan: dict) -> list[str]:
@@ -53,7 +47,7 @@ def node_problems(plan: dict) -> list[str]:
             problems.append(f"{path} is not visible here: put data, runs (RL_RUNS_DIR) and local models on "
                             f"storage every node mounts at the same path")
     problems += [f"python module '{module}' is missing: install {hint}"
-                 for module, hint in plan["packages"].items() if not _module_found(module)]
+                 for module, hint in plan["packages"].items() if not module_found(module)]
     return problems
 
 
