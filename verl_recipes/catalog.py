@@ -41,7 +41,7 @@ UPSTREAM = "upstream.yaml"  # the published runs a version reproduces (verl_reci
 MAIN = "recipe"
 DEFAULT_ENTRYPOINT = "verl.trainer.main_ppo"
 NODE_GPUS = 8  # the node every card in this repo targets: 8 GPUs of the 80 GB class (H100/H200)
-CARD_STATUSES = ("unverified", "smoke-verified (tiny model, 1 GPU)", "verified", "broken")
+CARD_STATUSES = ("unverified", "smoke-verified (tiny model, 1 GPU)", "smoke-verified (tiny model, 2 GPUs)", "verified", "broken")
 
 
 class RecipeError(Exception):

@@ -18,6 +18,19 @@ from pathlib import Path
 
 import yaml
 
+# (metric, bound, side): every step must hold it; a side is (holds(value, bound), the worst of values)
+SIDES = {"max": (lambda v, b: v <= b, max), "min": (lambda v, b: v >= b, min),
+         "abs": (lambda v, b: abs(v) <= b, lambda vs: max(vs, key=abs))}
+# verl's train/rollout agreement (trainer log-probs against vLLM's for the same tokens): a weight push that does not
+# reach the rollout, or a rollout that computes another model, breaks them. Calibrated on the learning runs
+# (results/learn/README.md; worst seen 0.0016, 0.9990, 2.2e-4); the smokes sit far inside (at most 3.5e-4, 1.0,
+# 2.7e-3). In bypass mode (the async variants) verl recomputes no old log-probs and logs none of them.
+AGREEMENT = (
+    ("training/rollout_probs_diff_mean", 0.01, "max"),
+    ("training/rollout_actor_probs_pearson_corr", 0.99, "min"),
+    ("rollout_corr/k3_kl", 0.01, "max"),
+)
+
 COMMON = {
     "finite": ["actor/pg_loss", "actor/grad_norm"],
     "present": ["critic/score/mean", "timing_s/step", "timing_s/gen", "timing_s/update_actor"],
@@ -54,8 +67,10 @@ def load_checks(checks_file: Path | None) -> dict:
     return (yaml.safe_load(checks_file.read_text()) or {}) if checks_file and checks_file.is_file() else {}
 
 
-def load_gates(checks_file: Path | None, tiny: bool = False, variant: str | None = None) -> dict:
+def load_gates(checks_file: Path | None, tiny: bool = False, variant: str | None = None, bypass: bool = False) -> dict:
+    """The common gates, the recipe's checks.yaml, and the agreement bounds unless the run is in bypass mode."""
     gates = {key: (dict(value) if isinstance(value, dict) else list(value)) for key, value in COMMON.items()}
+    gates["bounds"] = [] if bypass else list(AGREEMENT)
     extra = load_checks(checks_file)
     if extra:
         for section in [extra] + ([] if tiny else [extra.get("node") or {}]):
@@ -76,7 +91,8 @@ def evaluate(steps: dict[int, dict], expected_steps: int, gates: dict, lag: int 
     for step, data in sorted(steps.items()):
         if step < 1 + lag:
             continue  # step 0 holds validation-before-train metrics only
-        for metric in gates["present"] + gates["finite"] + list(gates["min"]):
+        bounds = gates.get("bounds", [])
+        for metric in gates["present"] + gates["finite"] + list(gates["min"]) + [m for m, _, _ in bounds]:
             if metric not in data:
                 failures.append(f"step {step}: metric '{metric}' is missing")
         for metric in gates["finite"]:
@@ -85,6 +101,9 @@ def evaluate(steps: dict[int, dict], expected_steps: int, gates: dict, lag: int 
         for metric, bound in gates["min"].items():
             if metric in data and not float(data[metric]) >= bound:
                 failures.append(f"step {step}: '{metric}' = {data[metric]} is below {bound}")
+        for metric, bound, side in bounds:
+            if metric in data and not SIDES[side][0](float(data[metric]), bound):
+                failures.append(f"step {step}: '{metric}' = {data[metric]} is outside its bound ({side} {bound})")
     return failures
 
 

@@ -16,19 +16,13 @@ from __future__ import annotations
 
 import math
 
+from verl_recipes.check.gates import AGREEMENT, SIDES
+
 SCORE = "critic/score/mean"
 TURNS = "num_turns/mean"
 LAST, FIRST = 5, 3
 OVER_BASELINE, OVER_START, VAL_GAIN = 0.3, 0.25, 0.25
 TOOL_RISE = 0.3
-# (metric, bound, side): every step must hold it; a side is (holds(value, bound), the worst of values)
-SIDES = {"max": (lambda v, b: v <= b, max), "min": (lambda v, b: v >= b, min),
-         "abs": (lambda v, b: abs(v) <= b, lambda vs: max(vs, key=abs))}
-AGREEMENT = (
-    ("training/rollout_probs_diff_mean", 0.01, "max"),
-    ("training/rollout_actor_probs_pearson_corr", 0.99, "min"),
-    ("rollout_corr/k3_kl", 0.01, "max"),
-)
 # bypass mode: |KL(rollout || trainer)| with up to one version of staleness (worst on the committed run: 0.030)
 BYPASS_AGREEMENT = (("actor/ppo_kl", 0.05, "abs"),)
 

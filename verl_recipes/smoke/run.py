@@ -86,7 +86,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path | None, choice: str | None 
     steps = gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     failures = ([f"verl exited with {rc}"] if rc else []) + gates.evaluate(
         steps, int(cfg.trainer.total_training_steps),
-        gates.load_gates(recipe.folder / "checks.yaml", tiny is not None, recipe.variant),
+        gates.load_gates(recipe.folder / "checks.yaml", tiny is not None, recipe.variant,
+                         bypass=bool(cfg.algorithm.rollout_correction.bypass_mode)),
         lag=entrypoints.get(recipe.entrypoint).metrics_lag)
     weight_report = {}
     if weight_gates_on(recipe, tiny is not None) and not rc:
