@@ -21,7 +21,7 @@ from verl.workers.engine import EngineRegistry, FSDPEngine
 
 import verl_recipes.runtime.freeze_vision as freeze_vision
 from verl_recipes import catalog
-from verl_recipes.check.model import vision_freeze
+from verl_recipes.check.model import megatron_language_model, vision_freeze
 from verl_recipes.compose import compose
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -339,6 +339,19 @@ def test_make_check_refuses_before_start_up_what_the_hook_refuses_at_engine_buil
     """verl_recipes.check.model.vision_freeze on the composed recipe, one key broken: the error names it."""
     [error] = vision_freeze(compose(catalog.get(name), [override], naming=False))
     assert error.startswith(named), error
+
+
+@pytest.mark.parametrize("value", ["true", "null"])
+def test_make_check_refuses_a_megatron_vl_recipe_whose_bridge_freezes_the_language_model(value):
+    """Megatron-Bridge 0.5.1's Qwen3-VL-MoE provider freezes the language model unless told not to; with the frozen
+    tower nothing is left to train (the tiny smoke on 4 x H100 stopped there). The recipe says false; make check
+    refuses a config that does not."""
+    key = "actor_rollout_ref.actor.megatron.override_transformer_config.freeze_language_model"
+    recipe = catalog.get("qwen3-vl-30b-a3b-geo3k-dapo")
+    assert megatron_language_model(compose(recipe)) == []
+    [error] = megatron_language_model(compose(recipe, [f"{key}={value}"], naming=False))
+    assert error.startswith(f"'{key}' is not false") and "configs/megatron/vl_language_model" in error
+    assert megatron_language_model(compose(catalog.get("qwen3-30b-a3b-grpo"))) == []  # a text model: nothing to say
 
 
 def test_other_verl_version_is_refused(monkeypatch):

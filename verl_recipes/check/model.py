@@ -28,6 +28,21 @@ def vision_freeze(cfg: DictConfig) -> list[str]:
     return []
 
 
+def megatron_language_model(cfg: DictConfig) -> list[str]:
+    """A VL model on Megatron must say that its language model trains. Megatron-Bridge's providers apply their own
+    freeze flags when they build the model, and 0.5.1's Qwen3-VL-MoE provider defaults freeze_language_model to True
+    (models/qwen_vl/qwen3_vl_provider.py): verl would train only the vision merger, silently. Found by the
+    qwen3-vl-30b-a3b tiny smoke (4 x H100, 2026-11-26), where configs/vision/frozen then left nothing to train."""
+    if cfg.model_engine != "megatron" or hf_config(cfg.actor_rollout_ref.model.path).get("vision_config") is None:
+        return []
+    overrides = cfg.actor_rollout_ref.actor.megatron.get("override_transformer_config") or {}
+    if overrides.get("freeze_language_model") is False:
+        return []
+    return ["'actor_rollout_ref.actor.megatron.override_transformer_config.freeze_language_model' is not false: "
+            "Megatron-Bridge 0.5.1 freezes the language model of Qwen3-VL-MoE by default, so only the vision merger "
+            "would train; set it false (configs/megatron/vl_language_model)"]
+
+
 def fused_kernels(cfg: DictConfig) -> list[str]:
     """verl 0.9.1's fused log-prob kernels fail under FSDP2 wherever lm_head is its own FSDP unit: with untied word
     embeddings verl wraps lm_head apart (utils/fsdp_utils.py), and the fused forward multiplies by lm_head.weight

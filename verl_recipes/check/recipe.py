@@ -17,7 +17,7 @@ from verl_recipes.check.gates import logger_errors
 from verl_recipes.check.keys import unknown_and_ignored_keys
 from verl_recipes.check.layout import layout_errors
 from verl_recipes.check.memory import plan_errors
-from verl_recipes.check.model import attention, chat_template, fused_kernels, vision_freeze
+from verl_recipes.check.model import attention, chat_template, fused_kernels, megatron_language_model, vision_freeze
 from verl_recipes.check.passthrough import check as passthrough_errors
 from verl_recipes.check.startup import startup_errors
 from verl_recipes.check.typed import typed_configs
@@ -42,7 +42,7 @@ def check(recipe: Recipe, args: str | list[str] | None = None) -> list[str]:
     shape_errors += async_errors(cfg, entry, recipe.node_gpus)
     shape_errors += startup_errors(cfg, entry, model)
     errors += shape_errors
-    errors += vision_freeze(cfg) + fused_kernels(cfg) + attention(cfg) + chat_template(cfg)
+    errors += vision_freeze(cfg) + megatron_language_model(cfg) + fused_kernels(cfg) + attention(cfg) + chat_template(cfg)
     errors += files_and_imports(cfg, recipe) + logger_errors(cfg.trainer.logger)
     errors += typed_configs(cfg)
     errors += passthrough_errors(cfg)

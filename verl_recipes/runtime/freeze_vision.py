@@ -88,7 +88,11 @@ def freeze_vision_tower(models: list[torch.nn.Module], *, require_tower: bool = 
         param.requires_grad_(False)
     trainable_numel = sum(param.numel() for model in models for param in model.parameters() if param.requires_grad)
     if trainable_numel == 0:
-        raise VisionFreezeError("freezing the vision tower left no trainable parameter in the model")
+        raise VisionFreezeError(
+            "freezing the vision tower left no trainable parameter in the model. On Megatron, Megatron-Bridge's "
+            "provider freezes the language model of Qwen3-VL-MoE by default: add configs/megatron/vl_language_model "
+            "(actor_rollout_ref.actor.megatron.override_transformer_config.freeze_language_model=false)"
+        )
     return FreezeReport(
         towers=tuple(towers),
         frozen_tensors=len(frozen),
