@@ -179,6 +179,8 @@ def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, t
     cfg = compose(recipe, args)
     assert cfg.reward.custom_reward_function.path == own_reward(recipe).path != "pkg://verl_recipes.rewards.smoke"
     assert cfg.actor_rollout_ref.rollout.val_kwargs.do_sample is False and cfg.trainer.val_before_train
+    # DAPO's group filter would log the score of the kept groups only, which rises with certainty alone
+    assert cfg.algorithm.filter_groups.enable is False
 
 
 def test_launcher_names_the_grader_packages_a_math_reward_needs():
