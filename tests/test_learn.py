@@ -183,6 +183,18 @@ def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, t
     assert cfg.algorithm.filter_groups.enable is False
 
 
+@pytest.mark.parametrize("name, lr", [("retool-qwen25-7b", 1e-4), ("qwen25-7b-grpo", 5e-4)])
+def test_a_cards_learn_args_come_last(name, lr, tmp_path):
+    """The tool task's card lowers configs/learn/tiny's lr (5e-4 broke its tool call in one update on the GPU)."""
+    from verl_recipes.compose import compose
+    from verl_recipes.learn.run import learn_args
+    from verl_recipes.smoke.tiny import MODELS
+
+    recipe = catalog.get(name)
+    MODELS[recipe.card_value("tiny_family")](tmp_path / "model")
+    assert compose(recipe, learn_args(recipe, tmp_path)).actor_rollout_ref.actor.optim.lr == lr
+
+
 def test_launcher_names_the_grader_packages_a_math_reward_needs():
     from verl_recipes.check.preflight import required_packages
     from verl_recipes.compose import compose

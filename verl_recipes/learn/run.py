@@ -28,13 +28,14 @@ def own_reward(recipe: Recipe):
 
 
 def learn_args(recipe: Recipe, tiny: Path) -> list[str]:
-    """The tiny smoke overlay and model, then the learn overlay, the recipe's own reward and the card's tiny_args."""
+    """The tiny smoke overlay and model, then the learn overlay, the recipe's own reward, the card's tiny_args and its
+    learn_args (what its task needs beyond configs/learn/tiny, e.g. a smaller lr for a longer answer)."""
     from verl_recipes.smoke.run import overlay_args
 
     reward = own_reward(recipe)
     return [*overlay_args(recipe, True, str(tiny.resolve() / "model"))[:2], OVERLAY,
             f"reward.custom_reward_function.path={reward.path}", f"reward.custom_reward_function.name={reward.name}",
-            *split_args(recipe.card_value("tiny_args", ""))]
+            *split_args(recipe.card_value("tiny_args", "")), *split_args(recipe.card_value("learn_args", ""))]
 
 
 def built(tiny: Path) -> dict:
