@@ -88,11 +88,12 @@ def evaluate(steps: dict[int, dict], expected_steps: int, gates: dict, lag: int 
     point's metrics lag, verl_recipes/entrypoints.py), the first `lag` steps need only exist."""
     missing = sorted(set(range(1, expected_steps + 1)) - set(steps))
     failures = [f"steps {missing} have no metrics (expected steps 1..{expected_steps})"] if missing else []
+    bounds = gates.get("bounds", [])
+    required = gates["present"] + gates["finite"] + list(gates["min"]) + [metric for metric, _, _ in bounds]
     for step, data in sorted(steps.items()):
         if step < 1 + lag:
             continue  # step 0 holds validation-before-train metrics only
-        bounds = gates.get("bounds", [])
-        for metric in gates["present"] + gates["finite"] + list(gates["min"]) + [m for m, _, _ in bounds]:
+        for metric in required:
             if metric not in data:
                 failures.append(f"step {step}: metric '{metric}' is missing")
         for metric in gates["finite"]:
