@@ -2,6 +2,7 @@
 delta, the rules for verl's pass-through dicts, and the tiny VL models and rows of the one-GPU smoke."""
 
 import io
+import json
 import random
 
 import pytest
@@ -10,6 +11,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from verl_recipes import catalog
+from verl_recipes.catalog import REPO
 from verl_recipes.check.passthrough import check as open_dict_errors
 from verl_recipes.compose import compose, flatten
 from verl_recipes.rewards.geo3k import compute_score
@@ -210,6 +212,15 @@ def test_tiny_vl_model_runs_a_forward_pass_with_an_image(tiny_models, family):
                        mm_token_type_ids=(input_ids == config.image_token_id).long(), **pixels).logits
     assert logits.shape == (1, input_ids.shape[1], config.text_config.vocab_size)
     assert torch.isfinite(logits).all()
+
+
+def test_the_tiny_vl_moe_routes_as_the_hub_model(tiny_models):
+    """vLLM's Qwen3-VL-MoE reads the routing keys from the text config; transformers does not default
+    norm_topk_prob there, and the tiny model without it stopped the engine at start-up (2026-11-26)."""
+    tiny = json.loads((tiny_models["qwen3_vl_moe"] / "config.json").read_text())["text_config"]
+    real = json.loads((REPO / "models/Qwen/Qwen3-VL-30B-A3B-Instruct/config.json").read_text())["text_config"]
+    keys = ("norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "model_type")
+    assert {k: tiny.get(k) for k in keys} == {k: real[k] for k in keys}
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -74,7 +74,7 @@ def build_qwen3_moe(folder: Path, seed: int = 0) -> Path:
     experts of tiny_moe.MOE."""
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-    return _causal_lm(folder, seed, Qwen3MoeConfig, Qwen3MoeForCausalLM, norm_topk_prob=True, **TEXT_SHAPE, **MOE)
+    return _causal_lm(folder, seed, Qwen3MoeConfig, Qwen3MoeForCausalLM, **TEXT_SHAPE, **MOE)
 
 
 def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
