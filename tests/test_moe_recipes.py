@@ -321,3 +321,43 @@ def test_the_tiny_dapo_prompts_fit_the_tiny_smoke(tiny_moe):
     lengths = [len(tok(tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False))["input_ids"])
                for row in rows]
     assert max(lengths) <= limit == 128
+
+
+# ------------------------------------------------------------------------------------------------ Megatron's scheduler
+
+
+@pytest.mark.parametrize("steps, warmup, refused", [(5, 10, True), (10, 10, True), (11, 10, False), (3, 0, False)])
+def test_megatron_warm_up_must_end_before_the_last_step(steps, warmup, refused):
+    """Megatron asserts lr_warmup_steps < lr_decay_steps (= total_training_steps) at start-up; the tiny VL-MoE smoke
+    (DAPO's 10 warm-up steps, 2 steps) stopped there on the GPU. FSDP runs the same settings, so only Megatron is
+    refused."""
+    from verl_recipes.check.startup import megatron_scheduler_errors
+
+    args = (f"trainer.total_training_steps={steps}", f"actor_rollout_ref.actor.optim.lr_warmup_steps={warmup}")
+    errors = megatron_scheduler_errors(composed(VL, None, args))
+    assert bool(errors) == refused, errors
+    if refused:
+        assert "actor_rollout_ref.actor.optim.lr_warmup_steps" in errors[0] and f"= {warmup} " in errors[0]
+    assert megatron_scheduler_errors(composed("qwen25-vl-7b-geo3k-dapo", None, args)) == []
+
+
+def test_megatron_warm_up_ratio_and_decay_steps_count():
+    from verl_recipes.check.startup import megatron_scheduler_errors
+
+    ratio = ("trainer.total_training_steps=4", "actor_rollout_ref.actor.optim.lr_warmup_steps=-1",
+             "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=1.0")
+    assert megatron_scheduler_errors(composed(VL, None, ratio))  # verl derives 4 warm-up steps of 4
+    decay = ("trainer.total_training_steps=4", "actor_rollout_ref.actor.optim.lr_decay_steps=100")
+    assert megatron_scheduler_errors(composed(VL, None, decay)) == []  # decays over 100 steps, not 4
+
+
+@pytest.mark.parametrize("name, variant", [(STANDIN, None), (VL, None), ("qwen25-7b-grpo", "megatron")])
+def test_the_smoke_overlays_pass_megatron_scheduler(name, variant):
+    """The node smoke runs 3 steps and the tiny one 2: their overlay turns the warm-up off."""
+    from verl_recipes.check.startup import megatron_scheduler_errors
+    from verl_recipes.smoke.run import overlay_args
+
+    recipe = catalog.parse(f"{name}:{variant}" if variant else name)
+    for tiny in (False, True):
+        cfg = compose(recipe, overlay_args(recipe, tiny, "model", None))
+        assert megatron_scheduler_errors(cfg) == []

@@ -145,7 +145,30 @@ def megatron_bridge_errors(cfg: DictConfig) -> list[str]:
     return []
 
 
+def megatron_scheduler_errors(cfg: DictConfig) -> list[str]:
+    """Megatron's OptimizerParamScheduler asserts lr_warmup_steps < lr_decay_steps (megatron/core/
+    optimizer_param_scheduler.py), and verl's Megatron engine decays over trainer.total_training_steps unless
+    optim.lr_decay_steps is set (verl utils/megatron/optimizer.py:238). FSDP runs the same warm-up unchecked, so a
+    short run of a recipe with DAPO's 10 warm-up steps stops only on Megatron (tiny Qwen3-VL-MoE, 2026-11-26).
+    Checked where the total is known (trainer.total_training_steps set); the recipes train no critic."""
+    if cfg.model_engine != "megatron":
+        return []
+    optim = cfg.actor_rollout_ref.actor.optim
+    decay = optim.get("lr_decay_steps") or get(cfg, "trainer.total_training_steps", None)
+    if not decay:
+        return []
+    warmup = optim.get("lr_warmup_steps")
+    if warmup is None or warmup <= 0:  # verl derives it from the ratio then (utils/megatron/optimizer.py:244)
+        warmup = int(float(optim.get("lr_warmup_steps_ratio") or 0.0) * decay)
+    if warmup < decay:
+        return []
+    return [f"'{ACTOR}.optim.lr_warmup_steps' = {warmup} is not below the {decay} steps the learning rate decays over "
+            f"('{ACTOR}.optim.lr_decay_steps', else 'trainer.total_training_steps'): Megatron's scheduler asserts "
+            f"lr_warmup_steps < lr_decay_steps at start-up; lower the warm-up or raise the steps"]
+
+
 def startup_errors(cfg: DictConfig, entry: entrypoints.EntryPoint, hf: dict | None) -> list[str]:
     return (dynamic_batch_errors(cfg, entry) + worker_batching_errors(cfg) + model_length_errors(cfg, hf)
             + sequence_parallel_errors(cfg) + optimizer_errors(cfg)
-            + v1_trainer_errors(cfg, entry) + reward_model_errors(cfg) + megatron_bridge_errors(cfg))
+            + v1_trainer_errors(cfg, entry) + reward_model_errors(cfg) + megatron_bridge_errors(cfg)
+            + megatron_scheduler_errors(cfg))
