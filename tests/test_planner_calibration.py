@@ -37,3 +37,35 @@ def test_old_log_prob_pass_tracks_the_measured_peak(hf_config, row):
     # and where the eager chunked entropy is counted from verl's code (12 B per token per vocab entry, measured ~10.3)
     exact = lp.logits_moment_gib >= lp.layer_moment_gib and not (row["eager"] and row["chunking"])
     assert -0.03 < error < (0.03 if exact else 0.12), f"{error:+.1%}"
+
+
+MEGATRON = RESULTS / "megatron-calibration"
+MEGATRON_RUNS = json.loads((MEGATRON / "runs.json").read_text())["runs"]
+
+
+@pytest.mark.parametrize("run", MEGATRON_RUNS, ids=lambda r: r["name"])
+def test_megatron_plan_tracks_the_measured_allocator_peak(run):
+    """The planner's allocator peak for the run's own composed config against verl's max_memory_allocated over its
+    steps: tiny models peak at the weight push (verl's 2 GiB bucket), Qwen2.5-1.5B in the update. All four land
+    4-9% under the measurement; without the push phase the tiny ones were 97% under."""
+    from omegaconf import OmegaConf
+
+    from verl_recipes.planner import plan
+
+    result = plan(OmegaConf.load(MEGATRON / run["config"]), run["hf_config"], gpu_memory_gib=80)
+    measured = max(run["measured_gib"].values())
+    error = (result.allocated_gib - measured) / measured
+    assert abs(error) < 0.10, f"{error:+.1%}"
+
+
+def test_the_push_bucket_is_what_a_tiny_run_peaks_at():
+    """Lowering verl's bucket lowers the tiny plan's allocator peak by as much: the push phase is what is counted."""
+    from omegaconf import OmegaConf
+
+    from verl_recipes.planner import plan
+
+    run = next(r for r in MEGATRON_RUNS if r["name"] == "tiny-qwen2-tp1")
+    cfg = OmegaConf.load(MEGATRON / run["config"])
+    full = plan(cfg, run["hf_config"]).allocated_gib
+    cfg.actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes = 512
+    assert full - plan(cfg, run["hf_config"]).allocated_gib == pytest.approx(1.5, abs=0.01)

@@ -8,7 +8,11 @@ Phases checked per GPU (colocated hybrid engine, the 0.9.1 default):
   use_torch_compile off, the entropy's temporaries) at log_prob_max_token_len_per_gpu can outgrow the update when
   fused kernels are off;
 * rollout: the actor state kept on the GPU during generation + the vLLM share + CUDA context,
-  and a KV cache holding at least one max_prompt_length + max_response_length sequence.
+  and a KV cache holding at least one max_prompt_length + max_response_length sequence;
+* weight push (colocated): the actor's weights back on the GPU + the bucket verl's sender allocates
+  (rollout/vllm_rollout/bucketed_weight_transfer.py:183, checkpoint_engine.update_weights_bucket_megabytes, 2 GiB by
+  default). A small model peaks here: every tiny colocated run measured 2.0-2.2 GiB of max_memory_allocated, FSDP
+  and Megatron alike, against 0.12 GiB for the async variants, whose trainer sends no bucket.
 """
 
 import math
@@ -22,7 +26,7 @@ from verl_recipes.planner.config import get as _get
 from verl_recipes.planner.config import require as _require
 from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown, fsdp_log_prob_pass
 from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, megatron_memory
-from verl_recipes.planner.model_shape import ModelShape, model_shape
+from verl_recipes.planner.model_shape import ModelShape, embedding_params, model_shape
 from verl_recipes.planner.rollout_memory import VLLM_SLEEP_RESIDUAL_GIB, RolloutEstimate, rollout_memory
 
 ACTOR = "actor_rollout_ref.actor"
@@ -44,6 +48,7 @@ class TrainingSide:
     rollout_resident_gib: float  # actor state left on the GPU while vLLM generates
     log_prob_terms: list[Term] = field(default_factory=list)  # the old-log-prob pass's peak; FSDP only
     log_prob_tokens: int = 0
+    push_weights_gib: float = 0.0  # the actor's weights on the GPU while they are pushed to vLLM
 
 
 @dataclass
@@ -54,6 +59,9 @@ class Plan:
     verdict: str
     training_terms: list[Term] = field(default_factory=list)
     rollout: RolloutEstimate | None = None
+    # the trainer process's torch allocator peak over its phases, the quantity verl logs as
+    # actor/perf/max_memory_allocated_gb (no CUDA context; vLLM runs in its own process)
+    allocated_gib: float = 0.0
 
 
 # ---- Megatron ----
@@ -127,7 +135,8 @@ def megatron_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_t
         + optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib)
         for stage in estimate.stages
     )
-    return TrainingSide(terms, lines, resident)
+    # verl loads offloaded bf16 weights back for the push (workers/engine/megatron/transformer_impl.py)
+    return TrainingSide(terms, lines, resident, push_weights_gib=peak.params * BF16_BYTES / GIB)
 
 
 # ---- FSDP ----
@@ -187,7 +196,9 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
         f"gradient checkpointing {'on' if checkpointing else 'off'}{', offload_policy on' if offload_policy else ''}"
     ]
     log_prob_tokens, log_prob_terms = fsdp_log_prob_terms(cfg, shape, shard, seq_tokens, ulysses, offload_policy)
-    return TrainingSide(terms, lines, parts.rollout_resident_gib, log_prob_terms, log_prob_tokens)
+    # the fp32 shards back on the GPU, and one full bf16 tensor at a time gathered from them (the embedding the largest)
+    push = parts.params_gib + embedding_params(shape) * BF16_BYTES / GIB
+    return TrainingSide(terms, lines, parts.rollout_resident_gib, log_prob_terms, log_prob_tokens, push)
 
 
 def fsdp_log_prob_terms(
@@ -270,6 +281,10 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     training_gib = sum(term.gib for term in terms)
     log_prob_terms = [*training.log_prob_terms, *beside] if training.log_prob_terms else []
     log_prob_gib = sum(term.gib for term in log_prob_terms)
+    push_terms = push_phase_terms(cfg, training, beside) if colocated else []
+    push_gib = sum(term.gib for term in push_terms)
+    allocated = max(sum(term.gib for term in phase if term not in beside)
+                    for phase in (terms, training.log_prob_terms, push_terms))
 
     tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
     ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
@@ -293,11 +308,28 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         f"(max_num_seqs {rollout.max_num_seqs} {reachable})",
         f"rollout phase: vLLM share {utilization * gpu_memory_gib:.2f} GiB + actor kept {actor_resident:.2f} GiB "
         f"+ CUDA context {CUDA_CONTEXT_NCCL_GIB:.2f} GiB = {rollout_gib:.2f} GiB",
+        *([f"weight push: {' + '.join(f'{term.name} {term.gib:.2f}' for term in push_terms)} = {push_gib:.2f} GiB"]
+          if push_terms else []),
+        f"trainer's allocator peak (verl's actor/perf/max_memory_allocated_gb): {allocated:.2f} GiB",
     ]
     offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
     fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys,
-                           log_prob_terms)
-    return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout)
+                           log_prob_terms, push_terms)
+    return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout,
+                allocated_gib=allocated)
+
+
+def push_phase_terms(cfg: DictConfig, training: TrainingSide, beside: list[Term]) -> list[Term]:
+    """The colocated weight push: the actor's weights on the GPU (or whatever more it keeps there) + verl's bucket."""
+    bucket_mib = _get(cfg, f"{ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes", 2048)
+    return [
+        Term("actor weights", max(training.rollout_resident_gib, training.push_weights_gib),
+             "shard the actor over more GPUs (TP/PP or FSDP size)"),
+        Term("push bucket", bucket_mib / 1024,
+             f"lower {ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes (it must still hold the largest "
+             f"tensor)"),
+        *beside,
+    ]
 
 
 def decide(
@@ -309,6 +341,7 @@ def decide(
     actor_resident_gib: float,
     offload_keys: str,
     log_prob_terms: list[Term],
+    push_terms: list[Term],
 ) -> tuple[bool, str]:
     """(fits, verdict): each phase that overflows names its largest term and what to change."""
     biggest = max(terms, key=lambda term: term.gib)
@@ -325,6 +358,11 @@ def decide(
             f"old log-prob pass needs {log_prob_gib:.2f} GiB > {gpu_memory_gib:g} GiB; largest term: {largest.name} "
             f"({largest.gib:.2f} GiB): {largest.advice}"
         )
+    push_gib = sum(term.gib for term in push_terms)
+    if push_gib > gpu_memory_gib:
+        largest = max(push_terms, key=lambda term: term.gib)
+        problems.append(f"weight push needs {push_gib:.2f} GiB > {gpu_memory_gib:g} GiB; largest term: {largest.name} "
+                        f"({largest.gib:.2f} GiB): {largest.advice}")
     if rollout_gib > gpu_memory_gib:
         utilization = (rollout_gib - actor_resident_gib - CUDA_CONTEXT_NCCL_GIB) / gpu_memory_gib
         # rounded down: a limit printed as the value already set (0.6996 as 0.70) would advise no change
@@ -344,7 +382,8 @@ def decide(
         return False, "does not fit: " + "; ".join(problems)
     verdict = (
         f"fits: actor update {training_gib:.2f} GiB (largest term: {biggest.name} {biggest.gib:.2f} GiB), "
-        f"rollout {rollout_gib:.2f} GiB{f', old log-probs {log_prob_gib:.2f} GiB' if log_prob_terms else ''} "
+        f"rollout {rollout_gib:.2f} GiB{f', old log-probs {log_prob_gib:.2f} GiB' if log_prob_terms else ''}"
+        f"{f', weight push {push_gib:.2f} GiB' if push_terms else ''} "
         f"of {gpu_memory_gib:g} GiB; "
         f"{rollout.concurrent_sequences} concurrent sequences per rollout engine"
     )
