@@ -42,6 +42,15 @@ def test_every_recorded_tiny_run_passes_its_recipes_gates(metrics):
     assert gates.evaluate(gates.read_metrics(metrics), 2, gates.load_gates(checks, tiny=True)) == []
 
 
+def test_the_separate_async_vl_run_passes_its_gates():
+    """The 2-GPU tiny run of qwen25-vl-7b-geo3k-dapo:separate_async (2 x H200, 2026-11-26): bypass mode, so no
+    train/rollout agreement metrics; staleness 0 then 0.75."""
+    steps = gates.read_metrics(REPO / "results/smoke/qwen25-vl-7b-geo3k-dapo-v1-separate_async.tiny-2xh200.metrics.jsonl")
+    checks = REPO / "recipes/qwen25-vl-7b-geo3k-dapo/v1/checks.yaml"
+    assert gates.evaluate(steps, 2, gates.load_gates(checks, tiny=True, variant="separate_async", bypass=True)) == []
+    assert steps[2]["training/off_policy/trajectory_staleness/mean"] > 0  # the rollout ran ahead of the trainer
+
+
 def test_the_megatron_variant_run_passes_its_gates():
     steps = gates.read_metrics(REPO / "results/smoke/qwen25-7b-grpo-v1-megatron.tiny-4xh100.metrics.jsonl")
     assert gates.evaluate(steps, 2, gates.load_gates(CHECKS, tiny=True, variant="megatron")) == []
