@@ -43,7 +43,10 @@ from verl_recipes.data.prompts import STEP_BY_STEP_BOXED
 K = 4  # answers per task (choices per row for digits): the warm-up starts near 1/K correct
 ORDINALS = ("first", "second", "third", "fourth")
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20)}
-IMAGE_SIDE = 56  # 2 x 2 merged patches on Qwen2.5-VL, 28 px each
+# 2 x 2 to 4 x 4 merged patches on Qwen2.5-VL (28 px each), drawn apart from the colour: a batch of equal-length
+# sequences crashes verl 0.9.1's V1 trainer on Qwen-VL's 3-D position ids (verl issue #7899), and with one image size
+# the learning run's answers, all 12 tokens by step 4, made every sequence equal (GPU, 2026-11-26)
+IMAGE_SIDES = (56, 84, 112)
 OPTIONS = ", ".join(f"{i} {c}" for i, c in enumerate(COLOURS, 1))
 VL_QUESTION = f"<image>Which colour is the square: {OPTIONS}?"
 VL_SKILL_QUESTION = f"<image>Name the colour of this picture ({OPTIONS})."
@@ -99,14 +102,14 @@ def digits_row(rng: random.Random, position: int = 2) -> tuple[dict, str]:
     return row, digits[position]
 
 
-def square(colour: str) -> Image.Image:
-    return Image.new("RGB", (IMAGE_SIDE, IMAGE_SIDE), COLOURS[colour])
+def square(colour: str, side: int) -> Image.Image:
+    return Image.new("RGB", (side, side), COLOURS[colour])
 
 
 def colour_row(rng: random.Random, question: str = VL_QUESTION) -> tuple[dict, str]:
     number = rng.randint(1, K)
-    colour = list(COLOURS)[number - 1]
-    row = geo3k_row({"problem": question, "answer": str(number), "images": [square(colour)]}, note=lambda m: None)
+    colour, side = list(COLOURS)[number - 1], rng.choice(IMAGE_SIDES)
+    row = geo3k_row({"problem": question, "answer": str(number), "images": [square(colour, side)]}, note=lambda m: None)
     return row, str(number)
 
 
