@@ -69,3 +69,22 @@ def test_the_push_bucket_is_what_a_tiny_run_peaks_at():
     full = plan(cfg, run["hf_config"]).allocated_gib
     cfg.actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes = 512
     assert full - plan(cfg, run["hf_config"]).allocated_gib == pytest.approx(1.5, abs=0.01)
+
+
+def test_fsdp_tiny_plan_tracks_the_measured_allocator_peak(tmp_path):
+    """The FSDP tiny smoke (results/smoke/qwen25-7b-grpo-v1.tiny-h200.json, 1 x H200) peaks at the weight push too:
+    2.09 GiB measured, the plan of its composed smoke config within 5%."""
+    from verl_recipes import catalog
+    from verl_recipes.check import gates
+    from verl_recipes.compose import compose
+    from verl_recipes.planner import plan
+    from verl_recipes.smoke.run import overlay_args
+    from verl_recipes.smoke.tiny import build_qwen2
+
+    steps = gates.read_metrics(RESULTS.parent / "smoke/qwen25-7b-grpo-v1.tiny-h200.metrics.jsonl")
+    measured = max(step["actor/perf/max_memory_allocated_gb"] for step in steps.values()
+                   if "actor/perf/max_memory_allocated_gb" in step)
+    model = build_qwen2(tmp_path / "model")
+    recipe = catalog.parse("qwen25-7b-grpo")
+    result = plan(compose(recipe, overlay_args(recipe, True, str(model))), model / "config.json")
+    assert abs(result.allocated_gib - measured) / measured < 0.05, (result.allocated_gib, measured)
