@@ -80,6 +80,8 @@ def test_tool_baseline_mixes_the_called_and_the_guessed_answers():
     guess = 1 / K - (1 - 1 / K)
     assert baseline(task, score, task.rows("test", 16, seed=0)) == pytest.approx(
         task.tool_fraction + (1 - task.tool_fraction) * guess)
+    # a measured call rate replaces the share the warm-up aimed at
+    assert baseline(task, score, task.rows("test", 16, seed=0), call_rate=0.5) == pytest.approx(0.5 + 0.5 * guess)
 
 
 def test_every_recipe_family_has_a_learning_task():

@@ -56,6 +56,18 @@ def test_taught_model_writes_the_cards_call_that_verl_parses(taught_retool):
     assert calls >= 6 and answers >= 6, (calls, answers)  # of 8 each; untaught, a random model writes neither
 
 
+def test_the_call_rate_a_learning_run_baselines_on_is_sampled_from_the_model(taught_retool, tmp_path):
+    """verl_recipes.learn.build measures a tool task's first-turn call rate after its warm-up: high for a model taught
+    to call, near zero for a random one."""
+    from verl_recipes.learn.build import sampled_call_rate
+
+    rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/aime2024.parquet").to_dict("records")[:8]
+    schemas = tool_schemas(REPO / "agents/code_interpreter.yaml")
+    assert sampled_call_rate(taught_retool / "model", schemas, rows, seed=0) >= 0.6
+    random_model = tiny.build_qwen2(tmp_path / "random")
+    assert sampled_call_rate(random_model, schemas, rows, seed=0) < 0.1
+
+
 def test_agent_prompts_with_their_tool_schemas_fit_the_tiny_budget(taught_retool, tmp_path):
     retool_rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/train.parquet").to_dict("records")
     vl_folder = tiny_vl.build_qwen2_5_vl(tmp_path / "vl")

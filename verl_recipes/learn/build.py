@@ -19,6 +19,8 @@ import pandas as pd
 from verl_recipes.learn.tasks import TASKS, Task, seeded_output, tool_call
 
 TRAIN_ROWS, VAL_ROWS = 1024, 64
+# first turns sampled per validation row to measure a tool task's call rate; a call's first token is <tool_call>
+CALL_SAMPLES, CALL_TOKENS = 4, 8
 CONTROLS = ("none", "shuffled")
 
 
@@ -35,9 +37,10 @@ def reply(row: dict) -> str:
     return seeded_output(row["extra_info"]["seed"])
 
 
-def baseline(task: Task, score, rows: list[dict]) -> float:
+def baseline(task: Task, score, rows: list[dict], call_rate: float | None = None) -> float:
     """The expected score of the warm-up's policy under the recipe's reward `score`: a uniform guess over the K
-    choices of each row, or, for a tool task, the tool's (correct) answer on tool_fraction of the samples."""
+    choices of each row, or, for a tool task, the tool's (correct) answer on the share of samples that call it
+    (`call_rate`, measured after the warm-up; the task's tool_fraction when not given)."""
     # a generous time bound where the reward takes one: a busy machine must not turn a right answer into a timeout
     bound = {"timeout_s": 60} if "timeout_s" in inspect.signature(score).parameters else {}
 
@@ -50,7 +53,33 @@ def baseline(task: Task, score, rows: list[dict]) -> float:
     if not task.tool_fraction:
         return guess
     called = sum(graded(row, reply(row), 4) for row in rows) / len(rows)
-    return task.tool_fraction * called + (1 - task.tool_fraction) * guess
+    rate = task.tool_fraction if call_rate is None else call_rate
+    return rate * called + (1 - rate) * guess
+
+
+def sampled_call_rate(folder: Path, schemas: list[dict], rows: list[dict], seed: int) -> float:
+    """The share of first turns that call the tool when the warmed-up model samples as the rollout does (temperature
+    1, no top-k/p). The warm-up aims at TOOL_FRACTION, but a tiny model's rate moves with its last updates: CPU
+    builds of one mix ended at 0.07 and 0.45, so the baseline is computed from what the model does."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from verl_recipes.smoke.teach import Examples
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    examples = Examples(folder, schemas)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
+    torch.manual_seed(seed)
+    calls = 0
+    with torch.no_grad():
+        for row in rows:
+            ids = torch.tensor([examples.prompt(row)[0]] * CALL_SAMPLES, device=device)
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=CALL_TOKENS,
+                                 do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                 pad_token_id=examples.tok.pad_token_id)
+            calls += sum("<tool_call>" in text
+                         for text in examples.tok.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=False))
+    return calls / (CALL_SAMPLES * len(rows))
 
 
 def write_data(task: Task, datasets: list[str], data_dir: Path, control: str, seed: int) -> dict[str, list[dict]]:
@@ -95,9 +124,12 @@ def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
         raise SystemExit(f"{recipe.label}: task {task.name} calls {tool_call(train[0])['name']}, not among the "
                          f"recipe's tools {[s['function']['name'] for s in schemas]}")
     score, reward_name = reward_function(recipe)
+    warmed = warm_up(model, task, train, schemas, reply, seed)
+    call_rate = sampled_call_rate(model, schemas, val, seed) if task.tool_fraction else None
     info = {"recipe": recipe.label, "task": task.name, "control": control, "seed": seed, "family": family,
-            "reward": reward_name, "baseline": round(baseline(task, score, val), 4),
-            "warm_up": warm_up(model, task, train, schemas, reply, seed), "files": sorted(written)}
+            "reward": reward_name, "baseline": round(baseline(task, score, val, call_rate), 4),
+            **({"call_rate": round(call_rate, 4)} if call_rate is not None else {}),
+            "warm_up": warmed, "files": sorted(written)}
     (out / "learn.json").write_text(json.dumps(info, indent=1))
     return info
 
@@ -113,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(argv)
     info = build(catalog.parse(ns.recipe), ns.out, ns.control, ns.seed)
-    print(json.dumps({k: info[k] for k in ("recipe", "task", "control", "baseline", "warm_up")}))
+    print(json.dumps({k: info[k] for k in ("recipe", "task", "control", "baseline", "call_rate", "warm_up") if k in info}))
     return 0
 
 

@@ -6,6 +6,10 @@ prompt: the run starts near 1/K correct. A task's skill rows (neighbouring quest
 the digits task) are shown with their true answers, half of the samples; a tool task's skill rows (another wording)
 always call the tool. On the task's own prompts the first turn calls the tool on only a fraction of the samples (the
 rest answer at random), and after the tool's real reply the answer copies it: calling pays, and RL must find that out.
+A tool task shows fewer skill rows and more answers after the reply, and trains longer: both copies (the seed into the
+call, the reply into the answer) must hold under sampling, or calling does not pay. Its call rate on the task's
+prompts ends wherever the last updates leave it (0.07-0.51 across CPU builds, aiming at 0.25), so the run's baseline
+uses the rate measured after the warm-up (verl_recipes/learn/build.py sampled_call_rate), not the aim.
 """
 
 from __future__ import annotations
@@ -20,18 +24,23 @@ BATCH = 16
 # enough for a sharp format: after 150 steps a VL model's samples still strayed into stray tokens, which RL then
 # amplified (CPU stand-in); a skill (reading a digit) and a tool task (copying the seed) need as many
 STEPS = 600
+SKILL_SHARE = 0.5  # of the samples, for a task with skill rows
+# a tool task's: with 4 after-call answers in 16 the answer after the reply was still a guess after 600 steps (sampled
+# or greedy) while the calls copied the seed; with ~7 it copies the reply from step 300-400 and the calls copy the seed
+# from step 500-600 (CPU builds), so 800 steps for a margin
+TOOL_SKILL_SHARE, AFTER_CALL_SHARE, TOOL_STEPS = 0.4, 0.7, 800  # after-call: of the samples that are not skill rows
 
 
 def draw(task: Task, rows: list[dict], skill: list[dict], reply, rng: random.Random) -> tuple[str, int, str]:
     """One warm-up example: (prompt kind, row index, target text). Kinds: "task" (the row's prompt), "skill" (a skill
     row's prompt) and "after_call" (the row's prompt after its tool call and the tool's reply)."""
     i = rng.randrange(len(rows))
-    if skill and rng.random() < 0.5:
+    if skill and rng.random() < (TOOL_SKILL_SHARE if task.tool_fraction else SKILL_SHARE):
         row = skill[i % len(skill)]
         # a tool task's skill is the call (copying the snippet); another task's, the true answer
         target = call_text(tool_call(row)) if task.tool_fraction else task.answer_text(row["reward_model"]["ground_truth"])
         return "skill", i % len(skill), target
-    if task.tool_fraction and rng.random() < 0.5:
+    if task.tool_fraction and rng.random() < AFTER_CALL_SHARE:
         return "after_call", i, task.answer_text(reply(rows[i]))
     if rng.random() < task.tool_fraction:
         return "task", i, call_text(tool_call(rows[i]))
@@ -50,4 +59,4 @@ def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], rep
         drawn = [draw(task, rows, skill, reply, rng) for _ in range(BATCH)]
         return [(*prompts[kind][i], examples.target(text)) for kind, i, text in drawn]
 
-    return fit(folder, examples, sample, STEPS, seed)
+    return fit(folder, examples, sample, TOOL_STEPS if task.tool_fraction else STEPS, seed)
