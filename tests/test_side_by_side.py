@@ -43,6 +43,27 @@ def test_a_job_without_a_command_is_refused_by_name(tmp_path):
     assert done.returncode == 2 and "'0 lonely'" in done.stderr and seen == []
 
 
+ORDER_STUB = """#!/usr/bin/env bash
+# stub of the kit's run.sh that records when each job starts and ends
+name=$1; shift 4
+echo "start $name" >> "$LOG"; "$@"; echo "end $name" >> "$LOG"
+"""
+
+
+def test_a_queued_job_starts_when_the_jobs_on_its_gpus_have_ended(tmp_path):
+    """"+GPUS NAME command" waits for every earlier job on any of its GPUs; the others start at once."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "run.sh").write_text(ORDER_STUB)
+    log = tmp_path / "order.log"
+    env = {"PATH": "/usr/bin:/bin", "GPU_KIT": str(tmp_path), "STAGGER_S": "0", "LOG": str(log)}
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/side_by_side.sh"), "60", "0 slow sleep 3", "1 quick sleep 1",
+                           "+0,1 pair true", "2 other true"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    order = log.read_text().splitlines()
+    assert order.index("start pair") > max(order.index("end slow"), order.index("end quick"))
+    assert order.index("start other") < order.index("end slow")  # not queued: started beside the first jobs
+
+
 PYTHON_STUB = """#!/usr/bin/env bash
 # stub of python3: records the module a stage runs
 echo "$2 $3" >> "$LOG"

@@ -9,20 +9,29 @@
 # so that neither the result copy nor two compilations of one model collide. @LAYERSET picks the kit's layer set
 # (default all; a Megatron job needs all-tf59). Jobs start STAGGER_S (15) s apart; all
 # end within SECONDS of the first start. Exit 0 when every job exits 0. GPU_KIT: the kit's folder (/tmp/gpu).
+# "+GPUS NAME command" queues a job: it starts once every earlier job on any of those GPUs has ended, so one launch
+# (left going in the background across device calls) keeps every GPU busy, e.g. a 1-GPU smoke then a 2-GPU arm.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: side_by_side.sh SECONDS \"GPUS NAME[@LAYERSET] command args...\" ..." >&2; exit 2; }
 deadline=$(( $(date +%s) + $1 )); shift
 pids=()
+declare -A holder  # GPU -> the pid of the latest job on it
 for job in "$@"; do
   read -r gpus name cmd <<<"$job"
   layers=all; [[ "$name" == *@* ]] && { layers=${name#*@}; name=${name%@*}; }
   [ -n "${cmd:-}" ] || { echo "side_by_side.sh: job '$job' is not \"GPUS NAME command\"" >&2; exit 2; }
+  after=""; [[ "$gpus" == +* ]] && { gpus=${gpus#+}; for g in ${gpus//,/ }; do after+=" ${holder[$g]:-}"; done; }
   mkdir -p "/tmp/side/$name"
-  # shellcheck disable=SC2086  # the command's words split as typed
-  CUDA_VISIBLE_DEVICES=$gpus RL_RUNS_DIR=/tmp/side/$name/runs VLLM_CACHE_ROOT=/tmp/side/$name/vllm \
-    GPU_DEADLINE=$deadline GPU_QUIET=1 bash "${GPU_KIT:-/tmp/gpu}/bin/run.sh" "$name" "$layers" "$(( deadline - $(date +%s) ))" -- $cmd &
+  (
+    for pid in $after; do while kill -0 "$pid" 2>/dev/null; do sleep 2; done; done
+    # shellcheck disable=SC2086  # the command's words split as typed
+    CUDA_VISIBLE_DEVICES=$gpus RL_RUNS_DIR=/tmp/side/$name/runs VLLM_CACHE_ROOT=/tmp/side/$name/vllm \
+      GPU_DEADLINE=$deadline GPU_QUIET=1 bash "${GPU_KIT:-/tmp/gpu}/bin/run.sh" "$name" "$layers" \
+      "$(( deadline - $(date +%s) ))" -- $cmd
+  ) &
   pids+=($!)
-  sleep "${STAGGER_S:-15}"
+  for g in ${gpus//,/ }; do holder[$g]=$!; done
+  [ -n "$after" ] || sleep "${STAGGER_S:-15}"
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
