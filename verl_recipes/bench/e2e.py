@@ -5,7 +5,8 @@ One arm per call (verl_recipes/bench/e2e_arms.py): a random-init model of a real
 forced lengths (forced_lengths.py), the arm runs --steps steps, and verl's own metrics.jsonl is reduced to
 $OUT/e2e.<arm>.json (e2e_report.py) with the conditions; metrics and config are copied beside it.
 
-    python -m verl_recipes.bench.e2e --arm ours                 # GPU (kit on PYTHONPATH): one arm, ~6-9 min
+    python -m verl_recipes.bench.e2e --arm ours                 # GPU node, one arm, ~6-9 min (lent machine:
+                                                                # bash tests/gpu/bench_e2e.sh --arm ours)
     python -m verl_recipes.bench.e2e --compare A.json B.json    # ratios A / B, each naming its factors
     python -m verl_recipes.bench.e2e --cpu-dry-run              # every arm composed and proven on the tiny model
 """
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 from verl_recipes.bench import e2e_arms, e2e_inputs, e2e_report, model_shape, report
-from verl_recipes.catalog import REPO, RecipeError
+from verl_recipes.catalog import RecipeError
 
 
 def prepare(work: Path, shape: str, weights: bool, num_prompts: int) -> tuple[Path, list[Path]]:
@@ -87,8 +88,9 @@ def run(ns) -> int:
 
     work = Path(ns.work)
     os.environ.setdefault("RL_RUNS_DIR", str(work / "runs"))
-    # Ray workers and the vLLM engine import verl_recipes (rewards, attention, forced lengths) from the checkout
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    # Ray workers and the vLLM engine import verl_recipes (rewards, attention, forced lengths) as this process does:
+    # installed, or laid out as installed by tests/gpu/bench_e2e.sh. The checkout itself must not go first on their
+    # PYTHONPATH: its verl_recipes/ has no rewards/ (pyproject package-dir maps it), so the reward workers would fail.
     started = time.time()
     model, files = prepare(work, ns.shape, weights=True, num_prompts=ns.steps * ns.batch)
     config, args = e2e_arms.config_of(ns.arm, ns.recipe), arm_args(ns.arm, ns, model, files)
