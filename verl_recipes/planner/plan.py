@@ -281,10 +281,10 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     training_gib = sum(term.gib for term in terms)
     log_prob_terms = [*training.log_prob_terms, *beside] if training.log_prob_terms else []
     log_prob_gib = sum(term.gib for term in log_prob_terms)
-    push_terms = push_phase_terms(cfg, training, beside) if colocated else []
+    push_own = push_phase_terms(cfg, training) if colocated else []
+    push_terms = [*push_own, *beside] if push_own else []
     push_gib = sum(term.gib for term in push_terms)
-    allocated = max(sum(term.gib for term in phase if term not in beside)
-                    for phase in (terms, training.log_prob_terms, push_terms))
+    allocated = max(sum(term.gib for term in phase) for phase in (training.terms, training.log_prob_terms, push_own))
 
     tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
     ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
@@ -319,7 +319,7 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
                 allocated_gib=allocated)
 
 
-def push_phase_terms(cfg: DictConfig, training: TrainingSide, beside: list[Term]) -> list[Term]:
+def push_phase_terms(cfg: DictConfig, training: TrainingSide) -> list[Term]:
     """The colocated weight push: the actor's weights on the GPU (or whatever more it keeps there) + verl's bucket."""
     bucket_mib = _get(cfg, f"{ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes", 2048)
     return [
@@ -328,7 +328,6 @@ def push_phase_terms(cfg: DictConfig, training: TrainingSide, beside: list[Term]
         Term("push bucket", bucket_mib / 1024,
              f"lower {ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes (it must still hold the largest "
              f"tensor)"),
-        *beside,
     ]
 
 
