@@ -223,6 +223,28 @@ def test_the_tiny_vl_moe_routes_as_the_hub_model(tiny_models):
     assert {k: tiny.get(k) for k in keys} == {k: real[k] for k in keys}
 
 
+def test_the_tiny_vl_moe_stores_its_experts_as_the_hub_does(tiny_models):
+    """[experts, in, out] on disk (the hub's Qwen3-VL-30B-A3B), no square expert matrix, and transformers loads
+    exactly the weights the builder made: with transformers' own layout on disk, Megatron-Bridge pushed transposed
+    experts and vLLM refused them (2 x H200, 2026-11-26)."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForImageTextToText
+
+    folder = tiny_models["qwen3_vl_moe"]
+    text = json.loads((folder / "config.json").read_text())["text_config"]
+    experts, hidden, inner = text["num_local_experts"], text["hidden_size"], text["moe_intermediate_size"]
+    assert len({hidden, inner, 2 * inner}) == 3
+    disk = load_file(folder / "model.safetensors")
+    fused = {k: v for k, v in disk.items() if k.endswith(tiny_vl.FUSED_EXPERTS)}
+    assert len(fused) == 2 * text["num_hidden_layers"]
+    for name, weight in fused.items():
+        expected = (experts, hidden, 2 * inner) if name.endswith("gate_up_proj") else (experts, inner, hidden)
+        assert tuple(weight.shape) == expected, name
+    loaded = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.bfloat16).state_dict()
+    for name, weight in fused.items():
+        assert torch.equal(loaded[name], weight.transpose(1, 2)), name
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tiny_vl_processor_loads_with_auto_processor(tiny_models, family):
     from transformers import AutoProcessor

@@ -93,13 +93,26 @@ def _text_config(tok, mrope_section: list[int], **extra) -> dict:
                 rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": mrope_section}, **extra)
 
 
+FUSED_EXPERTS = ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+
+
+def hub_layout(state: dict) -> dict:
+    """The fused experts as the hub's Qwen3-VL-MoE checkpoints store them, [experts, in, out]: transformers 5 holds
+    them as [experts, out, in] and transposes on load, but saves a model built from a config in its own layout.
+    Megatron-Bridge exports in the checkpoint's layout and vLLM transposes what it receives, so with transformers'
+    layout the first weight push into vLLM failed (`The size of tensor a (128) must match ... b (256)`, 2 x H200,
+    2026-11-26)."""
+    return {k: v.transpose(1, 2).contiguous() if k.endswith(FUSED_EXPERTS) else v for k, v in state.items()}
+
+
 def _save(folder: Path, tok, config, processor_files: dict[str, dict], seed: int) -> Path:
     import torch
     from transformers import AutoModelForImageTextToText
 
     config.tie_word_embeddings = False
     torch.manual_seed(seed)
-    AutoModelForImageTextToText.from_config(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    model = AutoModelForImageTextToText.from_config(config).to(torch.bfloat16)
+    model.save_pretrained(folder, state_dict=hub_layout(model.state_dict()), save_original_format=False)
     pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
     (folder / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": pad, "eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True}))
@@ -161,4 +174,7 @@ def build_qwen3_vl_moe(folder: Path, seed: int = 0) -> Path:
     """Qwen3-VL-MoE (Qwen3-VL-30B-A3B's architecture) with the experts of tiny_moe.MOE."""
     from transformers import Qwen3VLMoeConfig
 
-    return _qwen3_vl(folder, seed, Qwen3VLMoeConfig, "Qwen3VLMoeForConditionalGeneration", **MOE)
+    # 96-wide experts: no expert matrix is square ([96 | 192] x 256), so the bridge's and vLLM's shape-based layout
+    # guesses cannot silently take a transposed weight for the right one (128-wide, gate_up would be 256 x 256)
+    return _qwen3_vl(folder, seed, Qwen3VLMoeConfig, "Qwen3VLMoeForConditionalGeneration",
+                     **{**MOE, "moe_intermediate_size": 96})
