@@ -1,8 +1,13 @@
 """Shared test setup: GPU-only tests are marked `gpu` and skipped where no CUDA device is visible; a scratch copy
 of the recipe tree for tests that edit it."""
 
+import os
 import shutil
 from pathlib import Path
+
+# `make test` runs two xdist workers on CI's two cores: one OpenMP thread each, and in the processes they start, or
+# torch's thread pools oversubscribe the cores (the retool teach fixture took 427 s under -n 2, 65 s alone)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
