@@ -223,6 +223,21 @@ def test_the_tiny_vl_moe_routes_as_the_hub_model(tiny_models):
     assert {k: tiny.get(k) for k in keys} == {k: real[k] for k in keys}
 
 
+@pytest.mark.parametrize("family, prefixes", [
+    ("qwen2_5_vl", {"lm_head", "model.embed_tokens", "model.layers", "model.norm", "visual.blocks", "visual.merger",
+                    "visual.patch_embed"}),
+    ("qwen3_vl", {"lm_head", "model.language_model", "model.visual"}),
+    ("qwen3_vl_moe", {"lm_head", "model.language_model", "model.visual"}),
+])
+def test_the_tiny_vl_models_use_the_hub_names(tiny_models, family, prefixes):
+    """The hub checkpoints' tensor names: transformers 5 renames Qwen2.5-VL's on load and back on save, and the expert
+    layout fix must not skip that reversal for the families that need it."""
+    from safetensors import safe_open
+
+    with safe_open(str(tiny_models[family] / "model.safetensors"), "pt") as f:
+        assert {".".join(name.split(".")[:2]).removesuffix(".weight") for name in f.keys()} == prefixes
+
+
 def test_the_tiny_vl_moe_stores_its_experts_as_the_hub_does(tiny_models):
     """[experts, in, out] on disk (the hub's Qwen3-VL-30B-A3B), no square expert matrix, and transformers loads
     exactly the weights the builder made: with transformers' own layout on disk, Megatron-Bridge pushed transposed

@@ -112,7 +112,13 @@ def _save(folder: Path, tok, config, processor_files: dict[str, dict], seed: int
     config.tie_word_embeddings = False
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config).to(torch.bfloat16)
-    model.save_pretrained(folder, state_dict=hub_layout(model.state_dict()), save_original_format=False)
+    state = model.state_dict()
+    if any(name.endswith(FUSED_EXPERTS) for name in state):
+        # transformers' reversal on save (save_original_format) would turn hub_layout's experts back: its Transpose
+        # flips any tensor whose shape is not the parameter's. These models' names are already the hub's.
+        model.save_pretrained(folder, state_dict=hub_layout(state), save_original_format=False)
+    else:  # the reversal gives Qwen2.5-VL its hub names (model.layers.*, visual.*)
+        model.save_pretrained(folder)
     pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
     (folder / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": pad, "eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True}))
