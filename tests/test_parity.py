@@ -127,3 +127,16 @@ def test_served_results_save_a_hugging_face_folder_and_log_validation_samples():
     for cfg in (deepeyes, retool):
         assert "hf_model" in cfg.actor_rollout_ref.actor.checkpoint.save_contents
     assert retool.trainer.log_val_generations == 20
+
+
+def test_make_check_composes_a_recipes_deviations_once_and_only_inside_it(monkeypatch):
+    """Its README table and its unexplained check read the same list; outside `make check` nothing is kept."""
+    calls = []
+    real = parity._deviations
+    monkeypatch.setattr(parity, "_deviations", lambda recipe, args: calls.append(recipe.label) or real(recipe, args))
+    recipe = catalog.get("qwen25-7b-grpo")
+    with parity.memoized():
+        assert parity.table(recipe)[4:] == parity.table(recipe)[4:] and parity.unexplained(recipe) == []
+    assert calls == ["qwen25-7b-grpo/v1"]
+    parity.deviations(recipe)
+    assert calls == ["qwen25-7b-grpo/v1"] * 2

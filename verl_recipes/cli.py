@@ -41,9 +41,8 @@ def _check(ns, scratch: str) -> int:
     from functools import cache
     from pathlib import Path
 
-    from verl_recipes import parity, pins
+    from verl_recipes import parity
     from verl_recipes.check.preflight import MEGATRON, fallback_overrides
-    from verl_recipes.check.recipe import check
     from verl_recipes.compose import compose, split_args
     from verl_recipes.smoke.run import overlay_args, tiny_overlays
     from verl_recipes.smoke.tiny import MODELS
@@ -84,6 +83,14 @@ def _check(ns, scratch: str) -> int:
                  for p in sorted((catalog.root() / "configs/logging").glob("*.yaml")) if p.stem != "console_file"]
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
+    with parity.memoized():
+        return _prove(runs)
+
+
+def _prove(runs: list) -> int:
+    from verl_recipes import parity, pins
+    from verl_recipes.check.recipe import check
+
     failed = 0
     names = sorted({r.name for r, label, args in runs if not label and not args and r.published})
     for name in names:  # each README's generated "differs from upstream" section is current

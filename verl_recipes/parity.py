@@ -26,6 +26,7 @@ README's "differs from upstream" table is generated from the same data.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import math
 import re
@@ -246,8 +247,30 @@ def _reason(key: str, recipe: Recipe, winner: Path | None, entry: dict) -> tuple
     return _noted(reasons_in(winner), key), where
 
 
+_memo: dict | None = None
+
+
+@contextlib.contextmanager
+def memoized():
+    """Within one `make check` no file changes, so a recipe's deviations, which its README table and its unexplained
+    check both read, are composed once."""
+    global _memo
+    _memo = {}
+    try:
+        yield
+    finally:
+        _memo = None
+
+
 def deviations(recipe: Recipe, args: list[str] | None = None) -> list[Deviation]:
     """Every key of the reference whose composed value differs, with its reason (None where none is written)."""
+    key = (str(root()), recipe.label, tuple(args or []))
+    if _memo is not None and key not in _memo:
+        _memo[key] = _deviations(recipe, args)
+    return list(_memo[key]) if _memo is not None else _deviations(recipe, args)
+
+
+def _deviations(recipe: Recipe, args: list[str] | None) -> list[Deviation]:
     entry = reference(recipe)
     composed = compose(recipe, args or [], naming=False, resolve=False)
     ours, raw = flatten(resolved(composed, recipe)), flatten(composed)

@@ -1,0 +1,38 @@
+"""The C YAML loader the composing processes use (verl_recipes/yaml_parser.py) reads every file as OmegaConf's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf, _utils
+
+import verl_recipes.compose  # noqa: F401  (installs the C loader)
+from verl_recipes.catalog import REPO
+from verl_recipes.entrypoints import ENTRYPOINTS
+from verl_recipes.yaml_parser import c_loader, omegaconf_loader
+
+VERL_TREES = {Path(entry.config_dir) for entry in ENTRYPOINTS.values()}
+FILES = sorted({*(p for tree in VERL_TREES for p in tree.rglob("*.yaml")), *(REPO / "configs").rglob("*.yaml"),
+                *(REPO / "recipes").rglob("*.yaml")})
+
+
+def test_composing_installs_the_c_loader():
+    assert _utils.get_yaml_loader is c_loader and issubclass(c_loader(), yaml.CSafeLoader)
+
+
+def test_every_config_file_of_verl_and_of_the_recipes_loads_to_the_same_data():
+    assert len(FILES) > 150
+    for path in FILES:
+        text = path.read_text()
+        ours, theirs = yaml.load(text, Loader=c_loader()), yaml.load(text, Loader=omegaconf_loader())
+        assert ours == theirs and repr(ours) == repr(theirs), path
+
+
+def test_omegaconfs_rules_hold():
+    text = "lr: 1e-6\nratio: .5\nwhen: 2026-11-26\nn: 8\npath: !!python/object/apply:pathlib.Path [a, b]\n"
+    assert yaml.load(text, Loader=c_loader()) == yaml.load(text, Loader=omegaconf_loader()) == {
+        "lr": 1e-6, "ratio": 0.5, "when": "2026-11-26", "n": 8, "path": Path("a/b")}
+    with pytest.raises(yaml.constructor.ConstructorError, match="duplicate key lr"):
+        OmegaConf.create(yaml.load("lr: 1\nlr: 2\n", Loader=c_loader()))
