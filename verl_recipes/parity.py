@@ -264,10 +264,12 @@ def memoized():
 
 def deviations(recipe: Recipe, args: list[str] | None = None) -> list[Deviation]:
     """Every key of the reference whose composed value differs, with its reason (None where none is written)."""
+    if _memo is None:
+        return _deviations(recipe, args)
     key = (str(root()), recipe.label, tuple(args or []))
-    if _memo is not None and key not in _memo:
+    if key not in _memo:
         _memo[key] = _deviations(recipe, args)
-    return list(_memo[key]) if _memo is not None else _deviations(recipe, args)
+    return list(_memo[key])
 
 
 def _deviations(recipe: Recipe, args: list[str] | None) -> list[Deviation]:

@@ -18,22 +18,15 @@ omegaconf_loader = _utils.get_yaml_loader  # OmegaConf's own, kept before instal
 
 @functools.cache
 def c_loader() -> type:
-    python_loader = omegaconf_loader()
+    """OmegaConf's loader class with libyaml's parser first in line: its own resolvers, constructors and duplicate-key
+    check stay inherited, as yaml.CSafeLoader puts the same parser under yaml.SafeLoader's constructor."""
 
-    class Loader(yaml.CSafeLoader):
-        def construct_mapping(self, node: yaml.Node, deep: bool = False):
-            keys = set()
-            for key_node, _ in node.value:
-                if key_node.tag != yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
-                    continue
-                if key_node.value in keys:
-                    raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                            f"found duplicate key {key_node.value}", key_node.start_mark)
-                keys.add(key_node.value)
-            return super().construct_mapping(node, deep=deep)
+    class Loader(yaml.cyaml.CParser, omegaconf_loader()):
+        def __init__(self, stream):
+            yaml.cyaml.CParser.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
 
-    Loader.yaml_implicit_resolvers = python_loader.yaml_implicit_resolvers
-    Loader.yaml_constructors = dict(python_loader.yaml_constructors)
     return Loader
 
 

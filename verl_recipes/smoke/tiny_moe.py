@@ -2,7 +2,8 @@
 
 8 experts, top 2 (the real models: 128, top 8), each a 128-wide SwiGLU (96-wide in the tiny Qwen3-VL-MoE, tiny_vl.py),
 in every layer (decoder_sparse_step 1, no dense layer), as Qwen3-30B-A3B and Qwen3-VL-30B-A3B. The counts divide the
-tiny two-GPU layouts: 8 experts over EP 2, 4 heads and 2 KV heads over TP 2, 4 layers over PP 2. Megatron runs them as grouped GEMMs (configs/megatron/moe).
+tiny two-GPU layouts: 8 experts over EP 2, 4 heads and 2 KV heads over TP 2, 4 layers over PP 2. Megatron runs them
+as grouped GEMMs (configs/megatron/moe).
 Router weights are renormalised over the top k (norm_topk_prob), as in both hub configs: vLLM's Qwen3-VL-MoE reads the
 key from the text config, which transformers' Qwen3VLMoeTextConfig does not default, so without it the engine failed
 to start (2026-11-26).
