@@ -205,7 +205,8 @@ def test_a_cards_learn_args_come_last(name, lr, tmp_path):
         assert cfg.trainer.total_training_steps == 14
     # configs/learn/tiny: a step's tokens in a few micro-batches, not the tiny overlay's 9-70
     a = cfg.actor_rollout_ref
-    assert a.actor.ppo_max_token_len_per_gpu == a.rollout.log_prob_max_token_len_per_gpu == 16384
+    assert (a.actor.ppo_max_token_len_per_gpu == a.rollout.log_prob_max_token_len_per_gpu
+            == a.ref.log_prob_max_token_len_per_gpu == 16384)
 
 
 def test_launcher_names_the_grader_packages_a_math_reward_needs():
