@@ -13,6 +13,7 @@ from verl_recipes.bench.forced_lengths import ForcedLengths
 from verl_recipes.check.gates import read_metrics
 
 FIXTURE = Path(__file__).parent / "fixtures/bench/e2e.metrics.jsonl"
+RESULTS = Path(__file__).parent.parent / "bench/results"
 EOS, MAX = 2, 2048
 SMALL_MAX, SMALL_MEDIAN = 256, 125  # the bench's 2048 / 1000, scaled down 8x so the simulation is quick
 
@@ -81,9 +82,12 @@ def test_prompts_have_the_bench_lengths(tmp_path):
 
 
 def test_report_reduces_verl_metrics_after_the_warmup_step():
-    found = e2e_report.reduce(read_metrics(FIXTURE), samples_per_step=320)
-    assert found["steps_logged"] == 4 and found["steps_reported"] == 3
+    found = e2e_report.reduce(read_metrics(FIXTURE), samples=1280)
+    assert found["steps_logged"] == 4 and found["steps_reported"] == 3 and found["samples_per_step"] == 320
     assert found["step_s"] == 60.0 and found["samples_per_s"] == pytest.approx(320 / 60)
+    # the whole run counts the warm-up step too
+    assert found["steps_s"] == [90.0, 50.0, 70.0, 60.0] and found["train_s"] == 270.0
+    assert found["samples_per_s_whole_run"] == pytest.approx(1280 / 270)
     assert found["phases_s"] == {"gen": 25.0, "old_log_prob": 6.0, "step": 60.0, "update_actor": 22.0}
     assert found["mfu"] == {"actor": 0.28, "actor_infer": pytest.approx(0.22)}
     assert found["throughput_tokens_per_s_per_gpu"] == 1800.0
@@ -91,8 +95,42 @@ def test_report_reduces_verl_metrics_after_the_warmup_step():
     assert found["staleness"] == {"training/off_policy/trajectory_staleness/mean": pytest.approx(0.5)}
 
 
+def test_fully_async_rollouter_rows_are_not_training_steps():
+    """verl's fully async run (GPU, 2026-11-26): the Rollouter logs rows of its own, one of them (step 0) before any
+    training; the trainer logs one row per weight version of 4 updates x 16 prompts x 5 samples."""
+    metrics = read_metrics(RESULTS / "e2e.async.4xh200.2026-11-26.metrics.jsonl")
+    assert "timing_s/step" not in metrics[0] and "fully_async/rollouter/version_time" in metrics[0]
+    found = e2e_report.reduce(metrics, samples=960)
+    assert found["steps_logged"] == 3 and found["samples_per_step"] == 320  # not 960 / 4 rows
+    assert found["train_s"] == pytest.approx(sum(found["steps_s"]))
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("e2e.*.json")), ids=lambda p: p.name)
+def test_committed_reports_are_their_metrics_reduced(path):
+    import json
+
+    if "-vs-" in path.name:
+        pytest.skip("a comparison of two arms")
+    result = json.loads(path.read_text())
+    metrics = read_metrics(path.with_name(path.name.removesuffix(".json") + ".metrics.jsonl"))
+    assert result["report"] == json.loads(json.dumps(e2e_report.reduce(metrics, result["conditions"]["samples"])))
+
+
+def test_compare_names_each_arm_and_its_steps(tmp_path, monkeypatch):
+    import json
+
+    from verl_recipes.bench import e2e
+
+    monkeypatch.setenv("OUT", str(tmp_path))
+    arms = [RESULTS / f"e2e.{arm}.4xh200.2026-11-26.json" for arm in ("separate_async", "colocated_2gpu")]
+    assert e2e.main(["--compare", *map(str, arms)]) == 0
+    found = json.loads((tmp_path / "e2e.separate_async-vs-colocated_2gpu.json").read_text())
+    assert found["arms"]["colocated_2gpu"]["steps_s"] == [70.479, 40.102, 39.539]
+    assert found["ratios"]["trained samples/s, whole run"]["speedup"] == pytest.approx(150.12 / 152.92, abs=1e-3)
+
+
 def test_ratios_name_their_factors_and_say_which_way_is_better():
-    fast = e2e_report.reduce(read_metrics(FIXTURE), samples_per_step=320)
+    fast = e2e_report.reduce(read_metrics(FIXTURE), samples=1280)
     slow = {**fast, "step_s": 120.0, "samples_per_s": 320 / 120}
     found = e2e_report.ratios(fast, slow, "ours", "verl_example")
     assert found["step time"] == {"speedup": 2.0, "factors": "ours 60 vs verl_example 120"}
