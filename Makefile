@@ -14,6 +14,7 @@ CLUSTER ?=
 ARGS ?=
 RESUME ?= auto
 DRY ?=
+SEED ?= 0
 RECIPES := $(sort $(notdir $(wildcard recipes/*)))
 SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
@@ -43,7 +44,8 @@ help:
 	@echo "make <recipe>-upstream          keys that differ from the published run it reproduces, with reasons"
 	@echo "make <recipe>-smoke             a few real steps on this 8-GPU node, then metric gates [TINY=dir: 1 GPU]"
 	@echo "make <recipe>-learn TINY=dir    1 GPU: a warmed-up tiny model learns its task; gates on score, validation,"
-	@echo "                                 train/rollout agreement (dir from python -m verl_recipes.learn.build)"
+	@echo "                                 train/rollout agreement (dir from python -m verl_recipes.learn.build);"
+	@echo "                                 SEED=n reruns it with another prompt order and vLLM sampling (default 0)"
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
 	@echo "make bench                      GPU: actor-update and rollout benchmarks vs verl defaults (bench/README.md)"
 	@echo "make bench-dry                  CPU: the same benchmarks on a tiny model"
@@ -116,7 +118,7 @@ $(addsuffix -smoke,$(RECIPES)): %-smoke:
 	$(RECIPE) smoke $* $(SELECT) $(SMOKE_FLAGS)
 
 $(addsuffix -learn,$(RECIPES)): %-learn:
-	$(RECIPE) learn $* $(SELECT) --tiny "$(TINY)"
+	$(RECIPE) learn $* $(SELECT) --tiny "$(TINY)" --seed "$(SEED)"
 
 smoke:
 	$(RECIPE) smoke all --args "$(ARGS)" $(SMOKE_FLAGS)

@@ -70,21 +70,24 @@ echo "$2 $3" >> "$LOG"
 """
 
 
-def test_learn_tiny_stages_build_then_run(tmp_path):
-    """LEARN_STAGE=build only builds a run's folder, run only runs it, and the default does both (tests/gpu/learn_tiny.sh)."""
-    (tmp_path / "python3").write_text(PYTHON_STUB)
+def test_learn_tiny_copies_of_one_pair_never_share_a_folder(tmp_path):
+    """Two copies of one pair on one machine each build and run in a folder of their own (two copies sharing
+    /tmp/learn/<recipe>.<control> died at start-up), and SEED reaches the build and the run (tests/gpu/learn_tiny.sh)."""
+    (tmp_path / "python3").write_text('#!/usr/bin/env bash\necho "$*" >> "$LOG"\n')
     (tmp_path / "python3").chmod(0o755)
     log = tmp_path / "calls.log"
-    calls = {}
-    for stage in ("build", "run", "all"):
-        log.unlink(missing_ok=True)
-        env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(log), "LEARN_STAGE": stage, "RL_RUNS_DIR": str(tmp_path)}
-        done = subprocess.run(["bash", "tests/gpu/learn_tiny.sh", "stagetest-recipe", "none"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        calls[stage] = log.read_text().split()[::2]
-    assert calls == {"build": ["verl_recipes.learn.build"], "run": ["verl_recipes"],
-                     "all": ["verl_recipes.learn.build", "verl_recipes"]}
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(log), "SEED": "3"}
+    copies = [subprocess.Popen(["bash", "tests/gpu/learn_tiny.sh", "stagetest-recipe", "none"], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    assert all(copy.wait(timeout=60) == 0 for copy in copies)
+    calls = [line.split() for line in log.read_text().splitlines()]
+    builds = [c for c in calls if c[1] == "verl_recipes.learn.build"]
+    runs = [c for c in calls if c[1] == "verl_recipes"]
+    assert len(builds) == len(runs) == 2
+    folders = {c[2] for c in builds}
+    assert len(folders) == 2 and all("/stagetest-recipe.none.s3." in f for f in folders)
+    assert all(c[c.index("--seed") + 1] == "3" for c in builds + runs)
+    assert {c[c.index("--tiny") + 1] for c in runs} == folders
 
 
 def test_kit_spares_go_on_the_path_where_the_kit_has_them(tmp_path):
@@ -111,3 +114,20 @@ def test_smoke_tiny_builds_a_missing_tiny_folder_first(tmp_path):
     assert done.returncode == 0, done.stderr
     assert log.read_text().split("\n")[:3] == [f"verl_recipes.smoke.tiny {tmp_path / 'missing'}",
                                               "verl_recipes smoke", "verl_recipes smoke"]
+
+
+def test_lanes_share_a_gpu_and_queue_on_their_own_lane(tmp_path):
+    """"0.a" and "0.b" run side by side on GPU 0; "+0.a" waits for lane a only; CUDA_VISIBLE_DEVICES drops the lane."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "run.sh").write_text(ORDER_STUB.replace('"$@";', '"$@"; echo "gpus $name $CUDA_VISIBLE_DEVICES" >> "$LOG";'))
+    log = tmp_path / "order.log"
+    env = {"PATH": "/usr/bin:/bin", "GPU_KIT": str(tmp_path), "STAGGER_S": "0", "LOG": str(log)}
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/side_by_side.sh"), "60", "0.a slow sleep 3",
+                           "0.b quick sleep 1", "+0.b next true", "+0.a,1.a pair true"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    order = log.read_text().splitlines()
+    assert order.index("start next") < order.index("end slow")  # lane b does not wait for lane a
+    assert order.index("start next") > order.index("end quick")
+    assert order.index("start pair") > order.index("end slow")
+    assert {"gpus slow 0", "gpus quick 0", "gpus next 0", "gpus pair 0,1"} <= set(order)

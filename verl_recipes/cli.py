@@ -169,7 +169,7 @@ def cmd_learn(ns) -> int:
 
     if not ns.tiny:
         raise RecipeError("learn runs on a folder from `python -m verl_recipes.learn.build`: pass --tiny (make: TINY=dir)")
-    return run.run(_recipe(ns), ns.args, Path(ns.tiny))
+    return run.run(_recipe(ns), ns.args, Path(ns.tiny), ns.seed)
 
 
 def cmd_pin(ns) -> int:
@@ -296,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
         if command == "learn":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.learn.build`")
+            p.add_argument("--seed", type=int, default=0, help="the RL phase's seed: prompt order and vLLM sampling")
         p.add_argument("--version", default="", help="vN (default: latest)")
         p.add_argument("--variant", default="", help="a variant file of the version, e.g. megatron")
         p.add_argument("--args", default="", help="Hydra overrides, e.g. \"trainer.total_epochs=1\"")

@@ -66,7 +66,13 @@ def plot(result: dict, title: str, png: Path) -> None:
     plt.close(fig)
 
 
-def run(recipe: Recipe, args: str | None, tiny: Path) -> int:
+def seed_args(seed: int) -> list[str]:
+    """A rerun's seed: the order the sampler draws the training prompts in, and vLLM's sampling (the engine's seed;
+    verl 0.9.1 leaves data.seed null, which shuffles alike on every run, and rollout.seed at 42)."""
+    return [f"data.seed={seed}", f"actor_rollout_ref.rollout.seed={seed}"]
+
+
+def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     from verl_recipes.launch import launch
 
     info = built(tiny)
@@ -74,18 +80,19 @@ def run(recipe: Recipe, args: str | None, tiny: Path) -> int:
         raise RecipeError(f"{tiny} was built for {info['recipe']}, not {recipe.label}")
     os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
     started = time.time()
-    rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny) + split_args(args), tag="-learn", mode="never")
+    rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny) + seed_args(seed) + split_args(args), tag="-learn", mode="never")
     steps = smoke_gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded",
                             bypass=bool(cfg.algorithm.rollout_correction.bypass_mode))
     control = info["control"] != "none"
     passed = not rc and (gates.score_gate_failed(result) if control else gates.learned(result))
-    report = {"recipe": recipe.label, "task": info["task"], "control": info["control"], "rc": rc,
+    report = {"recipe": recipe.label, "task": info["task"], "control": info["control"], "seed": seed,
+              "build_seed": info["seed"], "rc": rc,
               "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
               "reward": info["reward"], "warm_up": info["warm_up"], "steps": int(cfg.trainer.total_training_steps),
               **result}
     (run_dir / "learn.json").write_text(json.dumps(report, indent=1, default=str))
-    plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']})", run_dir / "learn.png")
+    plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']}, seed {seed})", run_dir / "learn.png")
     for name, gate in result["gates"].items():
         print(f"[learn]   {'ok  ' if gate['passed'] else 'FAIL'} {name}: {gate['detail']}")
     if rc or not result["curves"]["score"]:
