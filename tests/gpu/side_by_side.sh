@@ -11,6 +11,8 @@
 # end within SECONDS of the first start. Exit 0 when every job exits 0. GPU_KIT: the kit's folder (/tmp/gpu).
 # "+GPUS NAME command" queues a job: it starts once every earlier job on any of those GPUs has ended, so one launch
 # (left going in the background across device calls) keeps every GPU busy, e.g. a 1-GPU smoke then a 2-GPU arm.
+# A GPU may carry a lane, "0.a": jobs on lanes 0.a and 0.b share GPU 0 side by side, and "+0.a" queues on its lane
+# only (tiny learning runs leave most of a GPU idle: three lanes a GPU ran three chains at once).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: side_by_side.sh SECONDS \"GPUS NAME[@LAYERSET] command args...\" ..." >&2; exit 2; }
 deadline=$(( $(date +%s) + $1 )); shift
@@ -21,11 +23,12 @@ for job in "$@"; do
   layers=all; [[ "$name" == *@* ]] && { layers=${name#*@}; name=${name%@*}; }
   [ -n "${cmd:-}" ] || { echo "side_by_side.sh: job '$job' is not \"GPUS NAME command\"" >&2; exit 2; }
   after=""; [[ "$gpus" == +* ]] && { gpus=${gpus#+}; for g in ${gpus//,/ }; do after+=" ${holder[$g]:-}"; done; }
+  devices=$(sed 's/\.[^,]*//g' <<<"$gpus")  # lanes dropped: 0.a,1.b -> 0,1
   mkdir -p "/tmp/side/$name"
   (
     for pid in $after; do while kill -0 "$pid" 2>/dev/null; do sleep 2; done; done
     # shellcheck disable=SC2086  # the command's words split as typed
-    CUDA_VISIBLE_DEVICES=$gpus RL_RUNS_DIR=/tmp/side/$name/runs VLLM_CACHE_ROOT=/tmp/side/$name/vllm \
+    CUDA_VISIBLE_DEVICES=$devices RL_RUNS_DIR=/tmp/side/$name/runs VLLM_CACHE_ROOT=/tmp/side/$name/vllm \
       GPU_DEADLINE=$deadline GPU_QUIET=1 bash "${GPU_KIT:-/tmp/gpu}/bin/run.sh" "$name" "$layers" \
       "$(( deadline - $(date +%s) ))" -- $cmd
   ) &
