@@ -131,3 +131,22 @@ def test_lanes_share_a_gpu_and_queue_on_their_own_lane(tmp_path):
     assert order.index("start next") > order.index("end quick")
     assert order.index("start pair") > order.index("end slow")
     assert {"gpus slow 0", "gpus quick 0", "gpus next 0", "gpus pair 0,1"} <= set(order)
+
+
+def test_learn_reruns_lays_every_seed_s_run_and_control_over_the_lanes():
+    """tests/gpu/learn_reruns.py: a run and a control per seed and recipe; a two-GPU variant takes lanes of two GPUs;
+    a job behind another on its lane is queued ("+")."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learn_reruns", REPO / "tests/gpu/learn_reruns.py")
+    reruns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reruns)
+    planned = reruns.jobs(["r", "r:separate_async"], [1, 2])
+    assert [(j[0], j[1], j[2]) for j in planned[:2]] == [("r", 1, "none"), ("r", 1, "shuffled")]
+    assert len(planned) == 8 and {j[3] for j in planned if j[0] == "r:separate_async"} == {2}
+    laid = reruns.lay_out(planned, gpus=2, lanes=1)
+    lanes = [job.split()[0] for job in laid]
+    assert lanes[:2] == ["0.a", "1.a"] and all(lane.startswith("+") for lane in lanes[2:])
+    pairs = [lane.lstrip("+").split(",") for job, lane in zip(planned, lanes) if job[3] == 2]
+    assert all(len({lane.split(".")[0] for lane in pair}) == 2 for pair in pairs)
+    assert all("env SEED=" in job and "learn_tiny.sh" in job for job in laid)

@@ -5,6 +5,10 @@ writes OUT/model (warmed up), OUT/data/<dataset>/... in the layout `verl_recipes
 and fixed validation rows of the card's `learn_task`), and OUT/learn.json: the task, the control, the warm-up's loss
 and the baseline score, the recipe's own reward function averaged over the warm-up's answer distribution. Then
 `make <recipe>-learn TINY=OUT`. Runs on the GPU when there is one (seconds), else on the CPU (minutes).
+
+A card with `learn_model: own` learns with the recipe's own pretrained model instead (prepared when missing, e.g.
+from its GGUF wheel: verl_recipes/models.py): no tiny model and no warm-up; learn.json names the model, and its
+baseline is the model's own score, sampled as the rollout samples, on the validation prompts.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from verl_recipes.learn.tasks import TASKS, Task, seeded_output, tool_call
 TRAIN_ROWS, VAL_ROWS = 1024, 64
 # first turns sampled per validation row to measure a tool task's call rate; a call's first token is <tool_call>
 CALL_SAMPLES, CALL_TOKENS = 4, 8
+# answers sampled per validation row to measure a pretrained model's baseline, and their length cap
+OWN_SAMPLES, OWN_TOKENS = 4, 256
 CONTROLS = ("none", "shuffled")
 
 
@@ -82,6 +88,41 @@ def sampled_call_rate(folder: Path, schemas: list[dict], rows: list[dict], seed:
     return calls / (CALL_SAMPLES * len(rows))
 
 
+def sampled_score(model_dir: Path, task: Task, score, rows: list[dict], seed: int) -> float:
+    """A pretrained model's mean score under the recipe's reward `score` when it samples as the rollout does
+    (its chat template, temperature 1, no top-k/p), OWN_SAMPLES answers a row."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+    model.to(device).eval()
+    torch.manual_seed(seed)
+    total = 0.0
+    with torch.no_grad():
+        for row in rows:
+            ids = tok.apply_chat_template(row["prompt"], add_generation_prompt=True, return_tensors="pt",
+                                          return_dict=True)["input_ids"].to(device).repeat(OWN_SAMPLES, 1)
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=OWN_TOKENS,
+                                 do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+            for text in tok.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True):
+                result = score(row["data_source"], text, row["reward_model"]["ground_truth"], row["extra_info"])
+                total += float(result["score"] if isinstance(result, dict) else result)
+    return total / (OWN_SAMPLES * len(rows))
+
+
+def own_model(recipe) -> Path:
+    """The recipe's own model folder, prepared when missing (verl_recipes/models.py)."""
+    from verl_recipes import models
+    from verl_recipes.compose import compose
+
+    path = str(compose(recipe).actor_rollout_ref.model.path)
+    hub_id = models.to_prepare(path)
+    return models.prepare(hub_id) if hub_id else Path(path)
+
+
 def write_data(task: Task, datasets: list[str], data_dir: Path, control: str, seed: int) -> dict[str, list[dict]]:
     from verl_recipes.data.prepare import outputs
 
@@ -112,6 +153,8 @@ def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
     from verl_recipes.smoke.tiny import MODELS, recipe_tool_schemas
 
     task = task_of(recipe)
+    if recipe.card_value("learn_model") == "own":
+        return build_own(recipe, task, out, control, seed)
     family = recipe.card_value("tiny_family")
     if family not in MODELS:
         raise SystemExit(f"{recipe.label}: tiny_family {family!r} has no tiny builder (known: {', '.join(MODELS)})")
@@ -126,10 +169,25 @@ def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
     score, reward_name = reward_function(recipe)
     warmed = warm_up(model, task, train, schemas, reply, seed)
     call_rate = sampled_call_rate(model, schemas, val, seed) if task.tool_fraction else None
-    info = {"recipe": recipe.label, "task": task.name, "control": control, "seed": seed, "family": family,
+    info = {"recipe": recipe.label, "task": task.name, "task_version": task.version, "control": control, "seed": seed,
+            "family": family,
             "reward": reward_name, "baseline": round(baseline(task, score, val, call_rate), 4),
             **({"call_rate": round(call_rate, 4)} if call_rate is not None else {}),
             "warm_up": warmed, "files": sorted(written)}
+    (out / "learn.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def build_own(recipe, task: Task, out: Path, control: str, seed: int) -> dict:
+    """The folder of a recipe that learns with its own pretrained model: data and learn.json, no model copy."""
+    model = own_model(recipe)
+    written = write_data(task, recipe.card_value("data", []), out / "data", control, seed)
+    val = next(rows for path, rows in written.items() if Path(path).stem != "train")
+    score, reward_name = reward_function(recipe)
+    info = {"recipe": recipe.label, "task": task.name, "task_version": task.version, "control": control, "seed": seed,
+            "model": str(model),
+            "reward": reward_name, "baseline": round(sampled_score(model, task, score, val, seed), 4),
+            "warm_up": None, "files": sorted(written)}
     (out / "learn.json").write_text(json.dumps(info, indent=1))
     return info
 

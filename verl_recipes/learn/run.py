@@ -18,6 +18,7 @@ from verl_recipes.compose import split_args
 from verl_recipes.learn import gates
 
 OVERLAY = "+configs/learn=tiny"
+OWN_OVERLAY = "+configs/learn=own"  # a recipe that learns with its own pretrained model (card learn_model: own)
 
 
 def own_reward(recipe: Recipe):
@@ -27,14 +28,18 @@ def own_reward(recipe: Recipe):
     return compose(recipe).reward.custom_reward_function
 
 
-def learn_args(recipe: Recipe, tiny: Path) -> list[str]:
+def learn_args(recipe: Recipe, tiny: Path, model: str | None = None) -> list[str]:
     """The tiny smoke overlay and model, then the learn overlay, the recipe's own reward, the card's tiny_args and its
-    learn_args (what its task needs beyond configs/learn/tiny, e.g. a smaller lr for a longer answer)."""
+    learn_args (what its task needs beyond configs/learn/tiny, e.g. a smaller lr for a longer answer). With `model`
+    (the folder's own pretrained model): the recipe as it is, that model and configs/learn/own, then learn_args."""
     from verl_recipes.smoke.run import overlay_args
 
     reward = own_reward(recipe)
-    return [*overlay_args(recipe, True, str(tiny.resolve() / "model"))[:2], OVERLAY,
-            f"reward.custom_reward_function.path={reward.path}", f"reward.custom_reward_function.name={reward.name}",
+    rewarded = [f"reward.custom_reward_function.path={reward.path}", f"reward.custom_reward_function.name={reward.name}"]
+    if model:
+        return [f"actor_rollout_ref.model.path={model}", OWN_OVERLAY, *rewarded,
+                *split_args(recipe.card_value("learn_args", ""))]
+    return [*overlay_args(recipe, True, str(tiny.resolve() / "model"))[:2], OVERLAY, *rewarded,
             *split_args(recipe.card_value("tiny_args", "")), *split_args(recipe.card_value("learn_args", ""))]
 
 
@@ -80,13 +85,14 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
         raise RecipeError(f"{tiny} was built for {info['recipe']}, not {recipe.label}")
     os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
     started = time.time()
-    rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny) + seed_args(seed) + split_args(args), tag="-learn", mode="never")
+    rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny, info.get("model")) + seed_args(seed) + split_args(args), tag="-learn", mode="never")
     steps = smoke_gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded",
                             bypass=bool(cfg.algorithm.rollout_correction.bypass_mode))
     control = info["control"] != "none"
     passed = not rc and (gates.score_gate_failed(result) if control else gates.learned(result))
-    report = {"recipe": recipe.label, "task": info["task"], "control": info["control"], "seed": seed,
+    report = {"recipe": recipe.label, "task": info["task"], "task_version": info.get("task_version"),
+              "control": info["control"], "seed": seed,
               "build_seed": info["seed"], "rc": rc,
               "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
               "reward": info["reward"], "warm_up": info["warm_up"], "steps": int(cfg.trainer.total_training_steps),

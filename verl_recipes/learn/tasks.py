@@ -5,10 +5,15 @@ fields as `verl_recipes.data.prepare` writes), so the recipe's composed config r
 answers; the warm-up (verl_recipes/learn/warmup.py) teaches the answer's *format* with random labels, so a run
 starts near 1/K correct and any gain must come through reward -> advantage -> update -> weight sync -> rollout.
 
-- digits (text GRPO, math reward): "Digits: 7 0 4 2. Which is the third?"; four distinct digits of 0-9, the answer
+- third (text GRPO, math reward): "Digits: 7 0 4 2. Which is the third?"; four distinct digits of 0-9, the answer
   is one of them. The warm-up's random label for "third" is one of the row's four digits (its choices): the model
-  learns to copy a shown digit, which it must attend to, but not which one. It also shows the other ordinals
-  (first, second, fourth) with their true digits. RL must teach it to read the third.
+  learns to copy a shown digit, but not which one. Version 2's skill rows ask for every position, the third
+  included, in another wording ("Name the third one.") with the true digit: the model learns to read any position,
+  and RL must teach it that "Which is the third?" asks what "Name the third one." does, as the colour task's RL
+  teaches that its question asks for the colour. Reruns (results/learn/README.md): version 1 (skill rows "Which is
+  digit number N?") learned in 0 of 3; version 2 in 1 of 2 (a third died at start-up). Its predecessor, `digits`,
+  showed only the other ordinals as skill rows: reruns of one folder ended at 0.29, 0.47 and 0.60 against a 0.55
+  gate (GPU, 2026-11-27).
 - colour (VL, geo3k reward): the image is a square of one of K colours and the prompt text is the same for every
   row, so only the image says the answer and the merger and the language model must read it. The warm-up shows the
   task's question with random labels and another wording ("Name the colour ...", its skill rows) with the true
@@ -23,6 +28,11 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   always call: a call pays only when it copies the seed exactly, and copying takes many more examples than the
   task's quarter of calls gives (after 600 steps without them, 0 of 80 calls had the right seed).
 
+- sums (a pretrained model's recipe, smollm2-135m-grpo): "What is 7 + 12? Put the final answer in \\boxed{}." with a and b
+  in 1..20, the recipe's own arithmetic rows (verl_recipes/data/arithmetic.py). No tiny model and no warm-up: the
+  recipe's own pretrained model starts where its pretraining left it, with its chat template, tokenizer and EOS,
+  and answers in free form that the math reward must parse (learn_model: own on its card).
+
 `shuffled=True` draws every training label at random (validation keeps the true ones): the negative control, whose
 run must fail the score gate.
 """
@@ -35,12 +45,13 @@ from dataclasses import dataclass
 
 from PIL import Image
 
+from verl_recipes.data.arithmetic import HIGH, LOW, arithmetic_row
 from verl_recipes.data.dapo_math import _row as retool_row
 from verl_recipes.data.geo3k import geo3k_row
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.data.prompts import STEP_BY_STEP_BOXED
 
-K = 4  # answers per task (choices per row for digits): the warm-up starts near 1/K correct
+K = 4  # answers per task (choices per row for third): the warm-up starts near 1/K correct
 ORDINALS = ("first", "second", "third", "fourth")
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20)}
 # 2 x 2 to 4 x 4 merged patches on Qwen2.5-VL (28 px each), drawn apart from the colour: a batch of equal-length
@@ -57,6 +68,9 @@ TOOL_FRACTION = 0.25  # share of warm-up prompts that call the tool
 class Task:
     name: str
     answers: tuple[str, ...]
+    # bumped whenever the task's prompts, labels or warm-up change: learn.json records it, and the pass counts
+    # (verl_recipes/learn/tally.py) count each version's reruns apart
+    version: int = 1
     # what the warm-up writes before the answer (the recipe's format: geo3k's reward pays 0.1 for <think></think>)
     prefix: str = ""
     tool_fraction: float = 0.0
@@ -93,13 +107,15 @@ class Task:
         return f"{self.prefix}\\boxed{{{answer}}}"
 
 
-def digits_row(rng: random.Random, position: int = 2) -> tuple[dict, str]:
-    """Asks for the third of K distinct digits; the warm-up's skill rows ask for the others."""
+def digits_row(rng: random.Random, position: int | None = None) -> tuple[dict, str]:
+    """Asks for the third of K distinct digits; with `position` (0-based), the warm-up's skill row asks for that one
+    in another wording."""
     digits = [str(d) for d in rng.sample(range(10), K)]
-    question = f"Digits: {' '.join(digits)}. Which is the {ORDINALS[position]}? {STEP_BY_STEP_BOXED}"
+    asked = f"Name the {ORDINALS[position]} one." if position is not None else f"Which is the {ORDINALS[2]}?"
+    question = f"Digits: {' '.join(digits)}. {asked} {STEP_BY_STEP_BOXED}"
     row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math",
            "extra_info": {"choices": digits}}
-    return row, digits[position]
+    return row, digits[2 if position is None else position]
 
 
 def square(colour: str, side: int) -> Image.Image:
@@ -129,12 +145,13 @@ def seeded_row(rng: random.Random, question: str = "What does this code print?")
     return row, seeded_output(seed)
 
 
-MAKERS = {"digits": digits_row, "colour": colour_row, "seeded": seeded_row}
+MAKERS = {"third": digits_row, "colour": colour_row, "seeded": seeded_row, "sums": arithmetic_row}
 TASKS = {
-    "digits": Task("digits", tuple(str(d) for d in range(10)),
-                   skill=lambda rng: digits_row(rng, rng.choice([0, 1, 3]))),
+    "third": Task("third", tuple(str(d) for d in range(10)), version=2,
+                  skill=lambda rng: digits_row(rng, rng.randrange(K))),
     "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> ",
                    skill=lambda rng: colour_row(rng, VL_SKILL_QUESTION)),
+    "sums": Task("sums", tuple(str(n) for n in range(2 * LOW, 2 * HIGH + 1))),
     "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), tool_fraction=TOOL_FRACTION,
                    skill=lambda rng: seeded_row(rng, "Run this code:")),
 }

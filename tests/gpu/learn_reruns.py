@@ -1,0 +1,71 @@
+"""Every learning proof rerun over seeds, runs and controls, on one lent machine: lays the jobs out over lanes
+(tests/gpu/side_by_side.sh) and runs them there, so a host's GPUs stay busy across device calls.
+
+    python3 tests/gpu/learn_reruns.py SECONDS [--gpus 4] [--lanes 1] [--seeds 1 2 3] [--recipes R[:VARIANT] ...]
+One lane a GPU by default: with four a GPU (2026-11-27, 4 x H200) sixteen jobs overloaded the host's 64 cores, two
+vLLM start-ups on one GPU tripped vLLM's memory check, and runs on one host crossed verl's weight-push sockets
+(results/learn/README.md). Jobs also get OMP_NUM_THREADS=4: the VL warm-up's image processing took 8-29 cores each.
+Jobs go in the order given (recipe by recipe, each seed's run then its control), each to the lane that frees up
+first by an equal-length guess; a two-GPU variant (separate_async: trainer 1, rollout 1) takes lanes of two GPUs.
+Each job is `SEED=n bash tests/gpu/learn_tiny.sh RECIPE CONTROL`, its files copied to $LEARN_OUT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import string
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RECIPES = ["qwen25-7b-grpo", "qwen25-vl-7b-geo3k-dapo", "retool-qwen25-7b", "qwen25-7b-grpo:separate_async"]
+TWO_GPUS = ("separate_async",)
+
+
+def jobs(recipes: list[str], seeds: list[int]) -> list[tuple[str, int, str, int]]:
+    """(recipe, seed, control, GPUs) in run order."""
+    return [(recipe, seed, control, 2 if recipe.endswith(TWO_GPUS) else 1)
+            for recipe in recipes for seed in seeds for control in ("none", "shuffled")]
+
+
+def lay_out(planned: list[tuple[str, int, str, int]], gpus: int, lanes: int) -> list[str]:
+    """side_by_side.sh job strings: each job on the lane(s) free first; "+" chains it behind the lane's last job."""
+    free = {f"{g}.{string.ascii_lowercase[lane]}": 0 for lane in range(lanes) for g in range(gpus)}
+    used: set[str] = set()
+    out = []
+    for recipe, seed, control, width in planned:
+        chosen: list[str] = []
+        for lane in sorted(free, key=lambda name: (free[name], name)):
+            if all(lane.split(".")[0] != c.split(".")[0] for c in chosen):
+                chosen.append(lane)
+            if len(chosen) == width:
+                break
+        start = max(free[c] for c in chosen)
+        for c in chosen:
+            free[c] = start + 1
+        queued = "+" if any(c in used for c in chosen) else ""
+        used.update(chosen)
+        name = f"{recipe.replace(':', '_')}.{control}.s{seed}"
+        out.append(f"{queued}{','.join(chosen)} {name} env SEED={seed} OMP_NUM_THREADS=4 bash {HERE}/learn_tiny.sh "
+                   f"{recipe} {control}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("seconds", type=int)
+    parser.add_argument("--gpus", type=int, default=4)
+    parser.add_argument("--lanes", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--recipes", nargs="+", default=RECIPES)
+    parser.add_argument("--dry-run", action="store_true", help="print the side_by_side.sh jobs; run nothing")
+    ns = parser.parse_args(argv)
+    laid = lay_out(jobs(ns.recipes, ns.seeds), ns.gpus, ns.lanes)
+    if ns.dry_run:
+        print("\n".join(laid))
+        return 0
+    os.execvp("bash", ["bash", str(HERE / "side_by_side.sh"), str(ns.seconds), *laid])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
