@@ -107,7 +107,10 @@ def test_open_dicts_pass_through_unchecked():
 def test_cp_then_one_edit_is_proven_and_differs_by_exactly_that_key(scratch_root, capsys):
     assert cli.main(["cp", QWEN, "my-grpo"]) == 0
     new = scratch_root / "recipes" / "my-grpo" / "v1"
-    assert (new / "card.yaml").is_file() and yaml.safe_load((new / "card.yaml").read_text())["status"] == "unverified"
+    card = yaml.safe_load((new / "card.yaml").read_text())
+    assert card["status"] == "unverified" and "results" not in card
+    # the source's learning run is its own; its task is the workload's
+    assert "learns" not in card and card["learn_task"] == catalog.get(QWEN).card["learn_task"]
     assert check(catalog.get("my-grpo")) == []  # inherits and is proven before any edit
     with (new / "recipe.yaml").open("a") as f:
         f.write("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 2.0e-6\n")

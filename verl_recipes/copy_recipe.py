@@ -14,8 +14,9 @@ import yaml
 from verl_recipes import catalog, parity, pins
 from verl_recipes.catalog import CARD, CHECKS, REPO, Recipe, RecipeError, recipes_dir
 
-# card fields that describe the source's own record, not the workload a copy inherits
-OWN_FIELDS = ("recipe", "version", "status", "command", "results", "variants", "derived_from", "published")
+# card fields that describe the source's own record, not the workload a copy inherits (`learns:` is a learning run of
+# the source itself: the copy has its own to earn)
+OWN_FIELDS = ("recipe", "version", "status", "command", "results", "learns", "variants", "derived_from", "published")
 
 
 def make_targets(makefile: Path = REPO / "Makefile") -> tuple[set[str], set[str]]:
