@@ -1,8 +1,8 @@
 """Shared machinery of data preparation: dataset specs, loading sources, streaming parquet output, the run report.
 
-A dataset is a `Spec`: the hub repositories it reads (`Part`s), the files it writes, and `Stream`s that each
-convert one split of one part row by row into one or more output files. `run` drives a spec: it loads each
-source, converts every row (a row converter raises `BadRow` or `Skip` with a reason), writes the rows to
+A dataset is a `Spec`: the hub repositories it reads or the generators it runs (`Part`s), the files it writes, and
+`Stream`s that each convert one split of one part row by row into one or more output files. `run` drives a spec: it
+loads each source, converts every row (a row converter raises `BadRow` or `Skip` with a reason), writes the rows to
 temporary parquet files, prints and saves a report, and renames the files into place only if the run passed.
 """
 
@@ -37,11 +37,12 @@ class Skip(Exception):
 
 @dataclass(frozen=True)
 class Part:
-    """One source repository on the HF hub."""
+    """One source repository on the HF hub, or rows generated here (`generate`: no hub, no network)."""
 
-    hub_id: str
+    hub_id: str  # for a generated part, what the report names as its source
     config: str | None = None
     data_files: tuple[str, ...] = ()  # files inside the repository (or the local copy) to read
+    generate: Callable[[], datasets.DatasetDict] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def load_part(dataset: str, name: str, part: Part, source: str | None) -> datase
     sub-dir is used when present), or a single such file (split "train")."""
     where = source or part.hub_id
     try:
+        if source is None and part.generate is not None:
+            return part.generate()
         if source is not None and is_local(source):
             return _load_local(dataset, name, part, Path(source).expanduser())
         return datasets.load_dataset(where, part.config, data_files=list(part.data_files) or None)

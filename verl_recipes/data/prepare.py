@@ -4,9 +4,10 @@
                                            [--max-bad-fraction F]
 
 Writes $RL_DATA_DIR/DATASET/ (RL_DATA_DIR defaults to <repo>/data) unless --out is given. Sources come from
-the HF hub by default; --source PART=PATH reads part PART from a local copy (a dir saved by `datasets`, a dir
-of parquet/json/jsonl files, or one such file) or another hub id. A bare --source PATH is accepted when all
-parts of the dataset come from one hub repository. See verl_recipes/data/README.md.
+the HF hub by default (a generated dataset, such as arithmetic, reads none); --source PART=PATH reads part PART from
+a local copy (a dir saved by `datasets`, a dir of parquet/json/jsonl files, or one such file) or another hub id.
+A bare --source PATH is accepted when all parts of the dataset come from one hub repository.
+See verl_recipes/data/README.md.
 """
 
 import argparse
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 from verl_recipes.catalog import data_dir
-from verl_recipes.data import dapo_math, deepeyes, geo3k, gsm8k_math, retool_sft
+from verl_recipes.data import arithmetic, dapo_math, deepeyes, geo3k, gsm8k_math, retool_sft
 from verl_recipes.data.common import PrepError, Spec, run
 
 DATASETS: dict[str, Spec] = {
@@ -24,6 +25,7 @@ DATASETS: dict[str, Spec] = {
     "dapo_math_retool": dapo_math.RETOOL_SPEC,
     "retool_sft": retool_sft.SPEC,
     "deepeyes": deepeyes.SPEC,
+    "arithmetic": arithmetic.SPEC,
 }
 DEFAULT_MAX_BAD_FRACTION = 0.01
 
