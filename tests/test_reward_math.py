@@ -109,6 +109,49 @@ def test_extract_last_boxed(response, boxed):
     assert extract_last_boxed(response) == boxed
 
 
+# Free-form answers of the kind SmolLM2-135M-Instruct writes to "What is 5 + 10? Put the final answer in \\boxed{}."
+# (recipes/smollm2-135m-grpo), through the recipe's own reward: (response, ground truth, score, format)
+SMOLLM2_ANSWERS = [
+    ("5 + 10 = 15\n\n\\boxed{15}", "15", 1.0, 1.0),
+    ("\\boxed{15}.", "15", 1.0, 1.0),
+    ("To solve this, we add 5 and 10.\n\nSo, the final answer is \\boxed{15}.<|im_end|>", "15", 1.0, 1.0),
+    ("$\\boxed{15}$<|im_end|>", "15", 1.0, 1.0),
+    ("\\[ \\boxed{15} \\]", "15", 1.0, 1.0),
+    ("\\boxed{**15**}", "15", 1.0, 1.0),  # markdown bold inside the box is dropped
+    ("\\boxed{\\textbf{15}}", "15", 1.0, 1.0),
+    ("\\boxed{5 + 10 = 15}", "15", 1.0, 1.0),  # one side of it is the value
+    ("\\boxed{15 = 5 + 10}", "15", 1.0, 1.0),
+    ("\\boxed{x = 15}", "15", 1.0, 1.0),
+    ("\\boxed{15.0}", "15", 1.0, 1.0),
+    ("\\boxed{15 \\text{ apples}}", "15", 1.0, 1.0),
+    ("First \\boxed{14}, then rechecking: \\boxed{15}", "15", 1.0, 1.0),  # the last box is the answer
+    ("\\boxed{15} or maybe \\boxed{16}", "15", 0.0, 1.0),
+    ("\\boxed{15, 16}", "15", 0.0, 1.0),
+    ("12 + 7 = 20.\n\n\\boxed{20}<|im_end|>", "19", 0.0, 1.0),  # a wrong sum
+    ("\\boxed{-15}", "15", 0.0, 1.0),
+    # the question restated, or a sum still to be done: the equivalence check alone would pay these
+    ("\\boxed{5 + 10}", "15", 0.0, 1.0),
+    ("\\boxed{10+5}", "15", 0.0, 1.0),
+    ("\\boxed{3 \\times 5}", "15", 0.0, 1.0),
+    ("\\boxed{15 + 0}", "15", 0.0, 1.0),
+    # no box: the prompt asks for one, and the reward pays only a boxed answer
+    ("The answer is 15.", "15", 0.0, 0.0),
+    ("**15**", "15", 0.0, 0.0),
+    ("15 + 3 = 5\n\nThe answer is \\boxed{}.<|im_end|>", "18", 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize(("response", "ground_truth", "score", "boxed"), SMOLLM2_ANSWERS)
+def test_smollm2_style_answers_are_paid_what_a_reader_would_pay(response, ground_truth, score, boxed):
+    result = compute_score("arithmetic", response, ground_truth)
+    assert (result["score"], result["acc"], result["format"], result["timeout"]) == (score, score, boxed, 0.0)
+
+
+def test_an_expression_still_counts_where_the_ground_truth_is_one():
+    assert compute_score("lighteval/MATH", "\\boxed{2 + \\sqrt{3}}", "\\sqrt{3} + 2")["score"] == 1.0
+    assert compute_score("lighteval/MATH", "\\boxed{\\frac{30}{2}}", "15")["score"] == 1.0  # a fraction is a value
+
+
 def test_format_says_whether_a_boxed_answer_exists():
     assert compute_score("gsm8k", "The answer is \\boxed{7}", "8")["format"] == 1.0
     assert compute_score("gsm8k", "The answer is 8", "8")["format"] == 0.0
