@@ -33,6 +33,12 @@ def data_dir() -> Path:
     return Path(os.environ.get("RL_DATA_DIR") or REPO / "data").expanduser().resolve()
 
 
+def models_dir() -> Path:
+    """Where model folders prepared from a packaged GGUF live (verl_recipes/models.py): RL_MODELS_DIR or
+    <data dir>/models. A recipe names one as ${models:<hub id>}."""
+    return Path(os.environ.get("RL_MODELS_DIR") or data_dir() / "models").expanduser().resolve()
+
+
 def recipes_dir() -> Path:
     return root() / "recipes"
 CARD = "card.yaml"
@@ -107,11 +113,15 @@ class Recipe:
 
 
 def model_config_dir(model_path: str) -> Path | None:
-    """A model's folder with its config.json: a local model folder, or the committed models/<hub id>/."""
+    """A model's folder with its config.json: a local model folder, or the committed models/<hub id>/ (also for a
+    folder $RL_MODELS_DIR/<hub id> not yet prepared, so a recipe is proven before its model is made)."""
     local = Path(str(model_path)).expanduser()
     if (local / "config.json").is_file():
         return local
-    committed = root() / "models" / str(model_path)
+    hub_id = str(model_path)
+    if local.resolve().is_relative_to(models_dir()):
+        hub_id = str(local.resolve().relative_to(models_dir()))
+    committed = root() / "models" / hub_id
     return committed if (committed / "config.json").is_file() else None
 
 

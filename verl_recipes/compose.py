@@ -21,7 +21,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from verl_recipes import entrypoints
-from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
+from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, models_dir, root
 from verl_recipes.check import keys as verl_keys
 from verl_recipes.entrypoints import config_dir_of, searchpath
 from verl_recipes.yaml_parser import install as install_c_yaml_parser
@@ -43,6 +43,7 @@ def _register_resolvers() -> None:
         OmegaConf.register_new_resolver("tokens", _tokens)
         OmegaConf.register_new_resolver("data", lambda rel: str(data_dir() / rel))
         OmegaConf.register_new_resolver("repo", lambda rel: str(REPO / rel))
+        OmegaConf.register_new_resolver("models", lambda rel: str(models_dir() / rel))
 
 
 def naming_overrides(recipe: Recipe) -> list[str]:

@@ -1,4 +1,5 @@
-"""Launch a recipe: GPUs first, then the proof, then the resumption decision, then data, then verl's entry point.
+"""Launch a recipe: GPUs first, then the proof, then the resumption decision, then model and data, then verl's entry
+point.
 
 verl receives the composed, resolved config as a file in the launch folder, so what ran is exactly what was proven
 and stays on disk next to the metrics. Where checkpoints go and whether they are resumed is decided by
@@ -18,7 +19,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from verl_recipes import cold_start, entrypoints, resume
+from verl_recipes import cold_start, entrypoints, models, resume
 from verl_recipes.catalog import REPO, Recipe, RecipeError
 from verl_recipes.check.files import data_files
 from verl_recipes.check.preflight import (
@@ -47,6 +48,7 @@ class Plan:
     cluster: str = ""
     data: list[str] = field(default_factory=list)  # datasets that are missing and will be prepared
     unused_data: list[str] = field(default_factory=list)  # the card's datasets the config does not read
+    model: str | None = None  # the model (hub id) whose folder is missing and will be prepared (verl_recipes/models.py)
 
     @property
     def command(self) -> list[str]:
@@ -60,9 +62,22 @@ class Plan:
             f"[launch] data to prepare: {', '.join(self.data) if self.data else 'none'}"
             + (f" (the card's {', '.join(self.unused_data)} not prepared: data.train_files/val_files name other "
                f"files)" if self.unused_data else "" if self.data else " (all present)"),
+            *self.model_lines(),
             f"[launch] {attention_path(self.cfg)}",
             f"[launch] {where}: {' '.join(self.command)}",
         ]
+
+    def model_lines(self) -> list[str]:
+        """What is said of a model prepared from a packaged GGUF; nothing for any other model."""
+        hub_id = models.preparable(self.cfg.actor_rollout_ref.model.path)
+        if hub_id is None:
+            return []
+        if self.model is None:
+            return [f"[launch] model to prepare: none ({hub_id} present in {models.folder(hub_id)})"]
+        entry = models.GGUF_MODELS[hub_id]
+        problems = "".join(f"; cannot here: {p}" for p in models.problems(hub_id))
+        return [f"[launch] model to prepare: {hub_id}, dequantized from {entry.file} of {entry.distribution} into "
+                f"{models.folder(hub_id)}{problems}"]
 
 
 def card_data(recipe: Recipe, cfg: DictConfig) -> tuple[list[str], list[str]]:
@@ -75,6 +90,12 @@ def card_data(recipe: Recipe, cfg: DictConfig) -> tuple[list[str], list[str]]:
     used = [d for d in recipe.card_value("data", []) if read & {str(p) for p in outputs(d)}]
     unused = [d for d in recipe.card_value("data", []) if d not in used]
     return [d for d in used if not all(p.exists() for p in outputs(d))], unused
+
+
+def prepare_model(hub_id: str | None) -> None:
+    if hub_id is not None:
+        print(f"[launch] preparing model {hub_id}", flush=True)
+        subprocess.run([sys.executable, "-m", "verl_recipes.models", hub_id], cwd=REPO, check=True)
 
 
 def prepare_data(datasets: list[str]) -> None:
@@ -161,10 +182,13 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
         entry = entrypoints.get(recipe.entrypoint)
         errors += gpu_problems(recipe.label, recipe.name, entrypoints.gpus_per_node_needed(cfg, entry, recipe.node_gpus))
         errors += missing_packages(required_packages(cfg))
+    model = models.to_prepare(cfg.actor_rollout_ref.model.path)
+    if model and not dry:  # the package that ships its GGUF, before anything starts
+        errors += models.problems(model)
     if errors:
         raise RecipeError("not launched:\n  " + "\n  ".join(errors))
     cfg = compose(recipe, [*args, *decision.overrides()])
-    return Plan(recipe, args, cfg, decision, launch_dir, cluster, *card_data(recipe, cfg))
+    return Plan(recipe, args, cfg, decision, launch_dir, cluster, *card_data(recipe, cfg), model=model)
 
 
 def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "", mode: str = "auto",
@@ -175,6 +199,7 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster:
     print("\n".join(plan.describe()), flush=True)
     if dry:
         return 0, plan.launch_dir, plan.cfg
+    prepare_model(plan.model)
     prepare_data(plan.data)
     write_launch(plan)
     if cluster:

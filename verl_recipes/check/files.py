@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, ListConfig
 
-from verl_recipes.catalog import Recipe, hf_config, model_config_dir
+from verl_recipes.catalog import Recipe, hf_config, model_config_dir, models_dir
 from verl_recipes.check.data_columns import GUIDE, column_problems
 
 
@@ -62,6 +62,14 @@ def _check_tool_config(path: str) -> list[str]:
     return errors
 
 
+def unpreparable(path: str) -> bool:
+    """A folder under RL_MODELS_DIR that is missing and that verl_recipes/models.py does not prepare."""
+    from verl_recipes.models import preparable
+
+    folder = Path(path).expanduser().resolve()
+    return folder.is_relative_to(models_dir()) and not (folder / "config.json").is_file() and not preparable(path)
+
+
 def data_files(value) -> list[str]:
     """The files of `data.train_files` or `data.val_files`: one path or a list of paths."""
     return [str(v) for v in value] if isinstance(value, (list, ListConfig)) else [str(value)]
@@ -86,8 +94,13 @@ def files_and_imports(cfg: DictConfig, recipe: Recipe) -> list[str]:
         models["reward.reward_model.model_path"] = cfg.reward.reward_model.model_path
     for key, model in models.items():
         if model is None or model_config_dir(model) is None:
+            folder = Path(str(model)).expanduser().resolve()
+            hub_id = folder.relative_to(models_dir()) if folder.is_relative_to(models_dir()) else model
             errors.append(f"'{key}' = {model}: neither a local model folder nor a model with a committed config under "
-                          f"models/ (add models/{model}/config.json)")
+                          f"models/ (add models/{hub_id}/config.json)")
+        elif unpreparable(str(model)):
+            errors.append(f"'{key}' = {model}: not prepared, and no row of GGUF_MODELS in verl_recipes/models.py "
+                          f"prepares a model there")
     reward_fn = cfg.reward.custom_reward_function
     if reward_fn.path:
         errors += _import_object(str(reward_fn.path), reward_fn.name, "reward.custom_reward_function.path")

