@@ -302,7 +302,7 @@ def _print_report(dataset: str, reports: list[StreamReport], outs: dict[str, Par
             print(f"  bad row {index}: {reason}")
         if len(r.bad) > SHOWN_BAD_ROWS:
             print(f"  ... {len(r.bad) - SHOWN_BAD_ROWS} more bad rows in {report_path}")
-    for name, out in outs.items():
+    for out in outs.values():
         print(f"{dataset}: {out.path}: {out.rows} rows")
 
 

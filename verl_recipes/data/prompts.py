@@ -4,7 +4,6 @@ import yaml
 
 from verl_recipes.catalog import REPO
 
-
 # gsm8k_math (verl examples/data_preprocess/math_dataset.py); appended after a space.
 STEP_BY_STEP_BOXED = "Let's think step by step and output the final answer within \\boxed{}."
 
