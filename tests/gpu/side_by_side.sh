@@ -12,7 +12,7 @@
 # "+GPUS NAME command" queues a job: it starts once every earlier job on any of those GPUs has ended, so one launch
 # (left going in the background across device calls) keeps every GPU busy, e.g. a 1-GPU smoke then a 2-GPU arm.
 # A GPU may carry a lane, "0.a": jobs on lanes 0.a and 0.b share GPU 0 side by side, and "+0.a" queues on its lane
-# only (tiny learning runs leave most of a GPU idle: three lanes a GPU ran three chains at once).
+# only. Two vLLM start-ups on one GPU can trip vLLM's memory check (results/learn/README.md, 2026-11-27).
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: side_by_side.sh SECONDS \"GPUS NAME[@LAYERSET] command args...\" ..." >&2; exit 2; }
 deadline=$(( $(date +%s) + $1 )); shift

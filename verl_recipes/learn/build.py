@@ -185,9 +185,8 @@ def build_own(recipe, task: Task, out: Path, control: str, seed: int) -> dict:
     val = next(rows for path, rows in written.items() if Path(path).stem != "train")
     score, reward_name = reward_function(recipe)
     info = {"recipe": recipe.label, "task": task.name, "task_version": task.version, "control": control, "seed": seed,
-            "model": str(model),
-            "reward": reward_name, "baseline": round(sampled_score(model, task, score, val, seed), 4),
-            "warm_up": None, "files": sorted(written)}
+            "model": str(model), "reward": reward_name,
+            "baseline": round(sampled_score(model, task, score, val, seed), 4), "warm_up": None, "files": sorted(written)}
     (out / "learn.json").write_text(json.dumps(info, indent=1))
     return info
 

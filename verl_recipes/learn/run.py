@@ -85,7 +85,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
         raise RecipeError(f"{tiny} was built for {info['recipe']}, not {recipe.label}")
     os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
     started = time.time()
-    rc, run_dir, cfg = launch(recipe, learn_args(recipe, tiny, info.get("model")) + seed_args(seed) + split_args(args), tag="-learn", mode="never")
+    overrides = learn_args(recipe, tiny, info.get("model")) + seed_args(seed) + split_args(args)
+    rc, run_dir, cfg = launch(recipe, overrides, tag="-learn", mode="never")
     steps = smoke_gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded",
                             bypass=bool(cfg.algorithm.rollout_correction.bypass_mode))

@@ -11,7 +11,7 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   included, in another wording ("Name the third one.") with the true digit: the model learns to read any position,
   and RL must teach it that "Which is the third?" asks what "Name the third one." does, as the colour task's RL
   teaches that its question asks for the colour. Reruns (results/learn/README.md): version 1 (skill rows "Which is
-  digit number N?") learned in 0 of 3; version 2 in 1 of 2 (a third died at start-up). Its predecessor, `digits`,
+  digit number N?") learned in 0 of 3; version 2 in 1 of 3 (one of the three died at start-up). Its predecessor, `digits`,
   showed only the other ordinals as skill rows: reruns of one folder ended at 0.29, 0.47 and 0.60 against a 0.55
   gate (GPU, 2026-11-27).
 - colour (VL, geo3k reward): the image is a square of one of K colours and the prompt text is the same for every
