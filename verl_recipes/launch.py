@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from verl_recipes.check.preflight import (
 )
 from verl_recipes.check.recipe import check
 from verl_recipes.compose import compose, split_args, to_yaml
+from verl_recipes.runtime import weight_push_socket
 
 LAUNCH_RECORD = "launch.json"  # recipe, args, decision, command; exit_code once verl returns
 
@@ -145,8 +147,11 @@ def verl_command(recipe: Recipe, launch_dir: Path) -> list[str]:
 
 
 def run_env(launch_dir: Path) -> dict:
+    """verl's environment: its metrics file, and an id of this run that names its weight-push sockets, which
+    every process of the run's Ray cluster inherits (verl_recipes/runtime/weight_push_socket.py)."""
     env = dict(os.environ)
     env.setdefault("VERL_FILE_LOGGER_PATH", str(launch_dir / "metrics.jsonl"))
+    env[weight_push_socket.RUN_ID_ENV] = uuid.uuid4().hex[:12]
     return env
 
 
