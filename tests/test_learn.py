@@ -361,6 +361,17 @@ def test_sums_rows_are_the_arithmetic_recipes_and_its_control_keeps_the_prompts(
     assert sum(a["reward_model"] == b["reward_model"] for a, b in zip(true, shuffled)) < 30  # ~1 in 39 by chance
 
 
+def test_sums_validation_asks_only_the_held_out_questions_and_training_never():
+    from verl_recipes.data import arithmetic
+
+    question = lambda row: row["prompt"][-1]["content"]  # noqa: E731
+    held_out = {question(row) for row in arithmetic.rows()[1]}
+    assert held_out == {arithmetic.QUESTION.format(a=a, b=b) for a, b in arithmetic.HELD_OUT}
+    task = TASKS["sums"]
+    assert {question(row) for row in task.rows("test", 64, seed=2)} <= held_out
+    assert not {question(row) for row in task.rows("train", 1024, seed=2)} & held_out
+
+
 def test_a_pretrained_learning_run_is_the_recipe_itself_with_its_own_model(tmp_path):
     """learn_model: own: no tiny overlay and no warm-up lr; the recipe's batch, lr and steps, greedy validation."""
     from verl_recipes.check.recipe import check

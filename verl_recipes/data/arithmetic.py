@@ -26,6 +26,9 @@ LOW, HIGH = 1, 20
 SEED = 0
 TRAIN_ROWS = 2048
 TEST_ROWS = 128
+PAIRS = [(a, b) for a in range(LOW, HIGH + 1) for b in range(LOW, HIGH + 1)]
+# the questions of test.parquet (rows() draws them first from a generator seeded with SEED)
+HELD_OUT = frozenset(random.Random(SEED).sample(PAIRS, TEST_ROWS))
 # one worked example before each question: the answer format, shown once
 EXAMPLE = ({"role": "user", "content": QUESTION.format(a=2, b=3)},
            {"role": "assistant", "content": "2 + 3 = 5\n\n\\boxed{5}"})
@@ -41,11 +44,14 @@ def _row(a: int, b: int) -> tuple[dict, str]:
     }, answer
 
 
-def arithmetic_row(rng: random.Random) -> tuple[dict, str]:
+def arithmetic_row(rng: random.Random, held_out: bool | None = None) -> tuple[dict, str]:
     """One row without `reward_model`, and its answer: a and b drawn from `rng`, uniform in LOW..HIGH. The prompt is
-    EXAMPLE's two turns, then the question; extra_info["question"] is the question alone."""
-    a, b = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
-    return _row(a, b)
+    EXAMPLE's two turns, then the question; extra_info["question"] is the question alone. `held_out`: only a question
+    of test.parquet (True) or only one of the others (False)."""
+    while True:
+        a, b = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
+        if held_out is None or ((a, b) in HELD_OUT) == held_out:
+            return _row(a, b)
 
 
 def _graded(row: dict, answer: str) -> dict:
@@ -55,8 +61,7 @@ def _graded(row: dict, answer: str) -> dict:
 def rows(seed: int = SEED, train_rows: int = TRAIN_ROWS, test_rows: int = TEST_ROWS) -> tuple[list[dict], list[dict]]:
     """(train, test) rows: `test_rows` questions held out, each once; `train_rows` drawn from the others."""
     rng = random.Random(seed)
-    pairs = [(a, b) for a in range(LOW, HIGH + 1) for b in range(LOW, HIGH + 1)]
-    test = [_graded(*_row(a, b)) for a, b in rng.sample(pairs, test_rows)]
+    test = [_graded(*_row(a, b)) for a, b in rng.sample(PAIRS, test_rows)]
     held_out = {row["extra_info"]["question"] for row in test}
     train = []
     while len(train) < train_rows:

@@ -29,7 +29,8 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   task's quarter of calls gives (after 600 steps without them, 0 of 80 calls had the right seed).
 
 - sums (a pretrained model's recipe, smollm2-135m-grpo): "What is 7 + 12? Put the final answer in \\boxed{}." with a and b
-  in 1..20, the recipe's own arithmetic rows (verl_recipes/data/arithmetic.py). No tiny model and no warm-up: the
+  in 1..20, the recipe's own arithmetic rows (verl_recipes/data/arithmetic.py): training asks only the questions
+  that its train.parquet asks, validation only its held-out ones. No tiny model and no warm-up: the
   recipe's own pretrained model starts where its pretraining left it, with its chat template, tokenizer and EOS,
   and answers in free form that the math reward must parse (learn_model: own on its card).
 
@@ -86,7 +87,7 @@ class Task:
         labels = random.Random(f"{self.name}/{split}/{seed}/shuffled")  # its own stream: the control's prompts are the run's
         rows = []
         for index in range(n):
-            row, answer = MAKERS[self.name](rng)
+            row, answer = MAKERS[self.name](rng, split)
             if shuffled and split == "train":
                 answer = labels.choice(self.choices(row))
             rows.append(self.framed(row, answer, split, index))
@@ -145,7 +146,10 @@ def seeded_row(rng: random.Random, question: str = "What does this code print?")
     return row, seeded_output(seed)
 
 
-MAKERS = {"third": digits_row, "colour": colour_row, "seeded": seeded_row, "sums": arithmetic_row}
+# (rng, split) -> (row, answer); only the sums keep a split's questions apart (validation asks the held-out ones)
+MAKERS = {"third": lambda rng, split: digits_row(rng), "colour": lambda rng, split: colour_row(rng),
+          "seeded": lambda rng, split: seeded_row(rng),
+          "sums": lambda rng, split: arithmetic_row(rng, held_out=split != "train")}
 TASKS = {
     "third": Task("third", tuple(str(d) for d in range(10)), version=2,
                   skill=lambda rng: digits_row(rng, rng.randrange(K))),
