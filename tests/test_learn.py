@@ -22,21 +22,22 @@ def _shown(row: dict) -> list[str]:
     return row["prompt"][0]["content"].split(".")[0].removeprefix("Digits: ").split()
 
 
-def test_third_rows_ask_for_the_third_digit_in_the_math_datasets_layout():
-    rows = TASKS["third"].rows("train", 50, seed=0)
+def test_below_rows_ask_for_the_one_digit_below_5_in_the_math_datasets_layout():
+    rows = TASKS["below"].rows("train", 200, seed=0)
     for row in rows:
         digits = _shown(row)
-        assert len(set(digits)) == K and row["reward_model"]["ground_truth"] == digits[2]
-        assert "Which is the third?" in row["prompt"][0]["content"]
-        assert TASKS["third"].choices(row) == tuple(digits)  # a format-only guess picks one of the shown digits
+        assert len(set(digits)) == K and [d for d in digits if int(d) < 5] == [row["reward_model"]["ground_truth"]]
+        assert "Which is below 5?" in row["prompt"][0]["content"]
+        assert TASKS["below"].choices(row) == tuple(digits)  # a format-only guess picks one of the shown digits
         assert row["data_source"] == GSM8K_BOXED and "\\boxed{}" in row["prompt"][0]["content"]
-    assert len({r["reward_model"]["ground_truth"] for r in rows}) == 10
+    assert {r["reward_model"]["ground_truth"] for r in rows} == set("01234")
+    # the answer stands at every position: no position pays, only the kind of digit
+    assert {_shown(r).index(r["reward_model"]["ground_truth"]) for r in rows} == set(range(K))
 
 
-def test_third_skill_rows_name_every_ordinal_in_another_wording_with_the_true_digit():
-    """The warm-up teaches reading any ordinal's digit under another wording ("Name the third one."); RL teaches that
-    "Which is the third?" asks for the same."""
-    skill = TASKS["third"].skill_rows(200, seed=0)
+def test_below_skill_rows_name_every_ordinal_in_another_wording_with_the_true_digit():
+    """The warm-up teaches reading and copying a shown digit, under another wording ("Name the third one.")."""
+    skill = TASKS["below"].skill_rows(200, seed=0)
     asked = set()
     for row in skill:
         text = row["prompt"][0]["content"]
@@ -72,7 +73,7 @@ def test_seeded_answers_are_what_the_snippet_prints_when_run():
 
 
 def test_fixed_validation_and_shuffled_control_labels():
-    task = TASKS["third"]
+    task = TASKS["below"]
     assert task.rows("test", 20, seed=0) == task.rows("test", 20, seed=0)
     assert task.rows("test", 20, seed=0, shuffled=True) == task.rows("test", 20, seed=0)  # validation stays true
     true, shuffled = task.rows("train", 400, seed=0), task.rows("train", 400, seed=0, shuffled=True)
@@ -80,7 +81,7 @@ def test_fixed_validation_and_shuffled_control_labels():
     same = sum(a["reward_model"] == b["reward_model"] for a, b in zip(true, shuffled)) / len(true)
     assert 0.15 < same < 0.4  # about 1/K agree by chance
     # a shuffled label is still one of the row's shown digits: only which one is random
-    assert all(b["reward_model"]["ground_truth"] in TASKS["third"].choices(b) for b in shuffled)
+    assert all(b["reward_model"]["ground_truth"] in TASKS["below"].choices(b) for b in shuffled)
 
 
 @pytest.mark.parametrize("name,expected", [("qwen25-7b-grpo", 1 / K), ("qwen25-vl-7b-geo3k-dapo", 0.9 / K + 0.1)])
@@ -250,12 +251,12 @@ def _drawn(name: str, n: int = 4000):
 
 
 def test_warm_up_labels_of_the_task_are_random_and_of_the_skill_true():
-    task, rows, skill, drawn = _drawn("third")
+    task, rows, skill, drawn = _drawn("below")
     on_task = [(i, text) for kind, i, text in drawn if kind == "task"]
     right = sum(text == task.answer_text(rows[i]["reward_model"]["ground_truth"]) for i, text in on_task)
     assert abs(right / len(on_task) - 1 / K) < 0.04  # the asked question: no better than a guess
     assert all(text.removeprefix("\\boxed{").removesuffix("}") in task.choices(rows[i]) for i, text in on_task)
-    assert "Which is the third?" not in " ".join(skill[i]["prompt"][0]["content"] for kind, i, _ in drawn if kind == "skill")
+    assert "Which is below 5?" not in " ".join(skill[i]["prompt"][0]["content"] for kind, i, _ in drawn if kind == "skill")
     assert all(text == task.answer_text(skill[i]["reward_model"]["ground_truth"]) for kind, i, text in drawn if kind == "skill")
 
 
@@ -318,9 +319,9 @@ def test_every_learns_line_rests_on_three_passing_runs_and_three_failing_control
 
 
 def test_a_learns_line_needs_three_seeds_each_passing_in_time():
-    task = TASKS["third"]
+    task = TASKS["below"]
     passing = _metrics(RISING, [0.1, 0.9])
-    run = {"recipe": "r/v1", "task": "third", "task_version": task.version, "control": "none", "passed": True, "rc": 0,
+    run = {"recipe": "r/v1", "task": "below", "task_version": task.version, "control": "none", "passed": True, "rc": 0,
            "wall_s": 400, **gates.evaluate(passing, 0.25, tool=False)}
     control = {**run, "control": "shuffled", **gates.evaluate(_metrics(FLAT, [0.25, 0.25]), 0.25, tool=False)}
     runs, controls = [{**run, "seed": s} for s in (1, 2, 3)], [{**control, "seed": s} for s in (1, 2, 3)]

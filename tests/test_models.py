@@ -91,6 +91,7 @@ def test_a_tiny_gguf_becomes_a_hugging_face_folder_with_the_gguf_special_tokens(
     assert folder == tmp_path / "models" / TINY and models.to_prepare(str(folder)) is None
     config = json.loads((folder / "config.json").read_text())
     assert (config["model_type"], config["num_hidden_layers"], config["tie_word_embeddings"]) == ("llama", 2, True)
+    assert "quantization_config" not in config  # float32 weights: verl and vLLM must load it as a plain model
     assert np.array_equal(load_file(folder / "model.safetensors")["model.embed_tokens.weight"], tiny_package)
     # transformers 5.9 alone would say eos = bos = <|im_start|> and no pad (verl_recipes/models.py convert)
     tokenizer = AutoTokenizer.from_pretrained(folder)

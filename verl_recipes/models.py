@@ -123,6 +123,10 @@ def convert(gguf: Path, out: Path) -> None:
     for name, token_id in special_token_ids(gguf).items():
         setattr(tokenizer, name, tokenizer.convert_ids_to_tokens(token_id))
     tokenizer.clean_up_tokenization_spaces = False  # a BPE tokenizer: transformers ignores it and warns when true
+    # the GPU node's transformers marks a GGUF load as quantized and refuses to save it ("QuantizationMethod.GGUF ...
+    # not serializable", 2026-11-27); its weights are already float32, so the marks go, and the folder loads as plain
+    model.hf_quantizer = None
+    model.config.__dict__.pop("quantization_config", None)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
 

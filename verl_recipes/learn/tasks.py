@@ -5,15 +5,15 @@ fields as `verl_recipes.data.prepare` writes), so the recipe's composed config r
 answers; the warm-up (verl_recipes/learn/warmup.py) teaches the answer's *format* with random labels, so a run
 starts near 1/K correct and any gain must come through reward -> advantage -> update -> weight sync -> rollout.
 
-- third (text GRPO, math reward): "Digits: 7 0 4 2. Which is the third?"; four distinct digits of 0-9, the answer
-  is one of them. The warm-up's random label for "third" is one of the row's four digits (its choices): the model
-  learns to copy a shown digit, but not which one. Version 2's skill rows ask for every position, the third
-  included, in another wording ("Name the third one.") with the true digit: the model learns to read any position,
-  and RL must teach it that "Which is the third?" asks what "Name the third one." does, as the colour task's RL
-  teaches that its question asks for the colour. Reruns (results/learn/README.md): version 1 (skill rows "Which is
-  digit number N?") learned in 0 of 3; version 2 in 1 of 3 (one of the three died at start-up). Its predecessor, `digits`,
-  showed only the other ordinals as skill rows: reruns of one folder ended at 0.29, 0.47 and 0.60 against a 0.55
-  gate (GPU, 2026-11-27).
+- below (text GRPO, math reward): "Digits: 7 2 9 8. Which is below 5?"; one digit of 0-4 (the answer) among three
+  distinct digits of 5-9, in random order. The warm-up's random label is one of the row's four digits (its choices),
+  and its skill rows ask for a position in another wording ("Name the third one.") with the true digit: the model
+  copies a shown digit, but not the right one, and RL must teach it which kind of digit pays. Its predecessors asked
+  for a position ("Which is the third?", `digits` and `third` v1-v2) and learned in 1 of 3 reruns at best: a CPU
+  stand-in of the GRPO phase showed why. RL raised the digits' *values* that happened to pay (the answer was right
+  0.94 of the time when the third digit was 1 or 9, 0.03-0.07 when it was 0, 4 or 8) and plateaued near 0.4 at any lr,
+  since a preference for values cannot find a position. Here a preference for values is the answer. (A single shown
+  digit to copy, "Code: 7. Which is it?", did not learn at all: its warm-up had taught the question to ignore the code.)
 - colour (VL, geo3k reward): the image is a square of one of K colours and the prompt text is the same for every
   row, so only the image says the answer and the merger and the language model must read it. The warm-up shows the
   task's question with random labels and another wording ("Name the colour ...", its skill rows) with the true
@@ -52,7 +52,7 @@ from verl_recipes.data.geo3k import geo3k_row
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.data.prompts import STEP_BY_STEP_BOXED
 
-K = 4  # answers per task (choices per row for third): the warm-up starts near 1/K correct
+K = 4  # answers per task (choices per row for below): the warm-up starts near 1/K correct
 ORDINALS = ("first", "second", "third", "fourth")
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 30), "blue": (30, 60, 220), "yellow": (230, 210, 20)}
 # 2 x 2 to 4 x 4 merged patches on Qwen2.5-VL (28 px each), drawn apart from the colour: a batch of equal-length
@@ -108,15 +108,24 @@ class Task:
         return f"{self.prefix}\\boxed{{{answer}}}"
 
 
-def digits_row(rng: random.Random, position: int | None = None) -> tuple[dict, str]:
-    """Asks for the third of K distinct digits; with `position` (0-based), the warm-up's skill row asks for that one
-    in another wording."""
+def digits_row(rng: random.Random, position: int) -> tuple[dict, str]:
+    """The below task's skill row: K distinct digits of 0-9, asking for the one at `position` (0-based)."""
     digits = [str(d) for d in rng.sample(range(10), K)]
-    asked = f"Name the {ORDINALS[position]} one." if position is not None else f"Which is the {ORDINALS[2]}?"
-    question = f"Digits: {' '.join(digits)}. {asked} {STEP_BY_STEP_BOXED}"
+    question = f"Digits: {' '.join(digits)}. Name the {ORDINALS[position]} one. {STEP_BY_STEP_BOXED}"
     row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math",
            "extra_info": {"choices": digits}}
-    return row, digits[2 if position is None else position]
+    return row, digits[position]
+
+
+def below_row(rng: random.Random) -> tuple[dict, str]:
+    """Four distinct digits, one of them below 5 (the answer) and three of 5-9, in random order."""
+    answer = rng.randrange(5)
+    digits = [str(d) for d in rng.sample(range(5, 10), K - 1)]
+    digits.insert(rng.randrange(K), str(answer))
+    question = f"Digits: {' '.join(digits)}. Which is below 5? {STEP_BY_STEP_BOXED}"
+    row = {"data_source": GSM8K_BOXED, "prompt": [{"role": "user", "content": question}], "ability": "math",
+           "extra_info": {"choices": digits}}
+    return row, str(answer)
 
 
 def square(colour: str, side: int) -> Image.Image:
@@ -147,12 +156,11 @@ def seeded_row(rng: random.Random, question: str = "What does this code print?")
 
 
 # (rng, split) -> (row, answer); only the sums keep a split's questions apart (validation asks the held-out ones)
-MAKERS = {"third": lambda rng, split: digits_row(rng), "colour": lambda rng, split: colour_row(rng),
+MAKERS = {"below": lambda rng, split: below_row(rng), "colour": lambda rng, split: colour_row(rng),
           "seeded": lambda rng, split: seeded_row(rng),
           "sums": lambda rng, split: arithmetic_row(rng, held_out=split != "train")}
 TASKS = {
-    "third": Task("third", tuple(str(d) for d in range(10)), version=2,
-                  skill=lambda rng: digits_row(rng, rng.randrange(K))),
+    "below": Task("below", tuple(str(d) for d in range(10)), skill=lambda rng: digits_row(rng, rng.randrange(K))),
     "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> ",
                    skill=lambda rng: colour_row(rng, VL_SKILL_QUESTION)),
     "sums": Task("sums", tuple(str(n) for n in range(2 * LOW, 2 * HIGH + 1))),

@@ -2,8 +2,8 @@
 
 Every target carries a random label (one of the row's K choices), drawn anew each time a row is seen, so the
 model learns to write `\\boxed{<one of K>}` in the recipe's format while its choice stays independent of the
-prompt: the run starts near 1/K correct. A task's skill rows (neighbouring questions, e.g. the other ordinals of
-the third task) are shown with their true answers, half of the samples; a tool task's skill rows (another wording)
+prompt: the run starts near 1/K correct. A task's skill rows (neighbouring questions, e.g. the below task's
+"Name the third one.") are shown with their true answers, half of the samples; a tool task's skill rows (another wording)
 always call the tool. On the task's own prompts the first turn calls the tool on only a fraction of the samples (the
 rest answer at random), and after the tool's real reply the answer copies it: calling pays, and RL must find that out.
 A tool task shows fewer skill rows and more answers after the reply, and trains longer: both copies (the seed into the
