@@ -2,8 +2,9 @@
 (tests/gpu/side_by_side.sh) and runs them there, so a host's GPUs stay busy across device calls.
 
     python3 tests/gpu/learn_reruns.py SECONDS [--gpus 4] [--lanes 1] [--seeds 1 2 3] [--recipes R[:VARIANT] ...]
-One lane a GPU by default: with four a GPU (2026-11-27, 4 x H200) sixteen jobs overloaded the host's 64 cores, two
-vLLM start-ups on one GPU tripped vLLM's memory check, and runs on one host crossed verl's weight-push sockets
+One lane a GPU by default: with four a GPU (2026-11-27, 4 x H200) sixteen jobs overloaded the host's 64 cores and
+two vLLM start-ups on one GPU tripped vLLM's memory check; ten jobs with two lanes a GPU (and a third beside them)
+ran, but slower (text runs 470-501 s against about 400 s) and two VL start-ups failed beside a neighbour
 (results/learn/README.md). Jobs also get OMP_NUM_THREADS=4: the VL warm-up's image processing took 8-29 cores each.
 Jobs go in the order given (recipe by recipe, each seed's run then its control), each to the lane that frees up
 first by an equal-length guess; a two-GPU variant (separate_async: trainer 1, rollout 1) takes lanes of two GPUs.
