@@ -12,10 +12,10 @@ ln -s "$PWD/agents" "$root/verl_recipes/agents"
 # sockets, verl_recipes/runtime/weight_push_socket.py) from the installed metadata
 info="$root/verl_recipes-0.1.0.dist-info"
 mkdir -p "$info" && printf 'Metadata-Version: 2.1\nName: verl-recipes\nVersion: 0.1.0\n' >"$info/METADATA"
-python3 -c 'import sys, tomllib
-groups = tomllib.load(open("pyproject.toml", "rb"))["project"]["entry-points"]
-sys.stdout.write("".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in e.items()) for g, e in groups.items()))' \
-  >"$info/entry_points.txt"
+awk '/^\[project\.entry-points\./ { group = $0; sub(/^\[project\.entry-points\./, "", group); gsub(/["\]]/, "", group)
+       print "[" group "]"; on = 1; next }
+     /^\[/ { on = 0 }
+     on && NF && !/^#/ { gsub(/"/, ""); print }' "$PWD/pyproject.toml" >"$info/entry_points.txt"
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
 # `python -m` and `python script.py` put the checkout (or the script's folder) first on sys.path, where verl_recipes/
 # has no rewards/: Python 3.11+ leaves them out with PYTHONSAFEPATH, so the link folder wins
