@@ -44,14 +44,19 @@ def _row(a: int, b: int) -> tuple[dict, str]:
     }, answer
 
 
+def _drawn(rng: random.Random, keep) -> tuple[dict, str]:
+    """The row of the first pair (a, b), each uniform in LOW..HIGH, that `keep((a, b))` accepts."""
+    while True:
+        pair = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
+        if keep(pair):
+            return _row(*pair)
+
+
 def arithmetic_row(rng: random.Random, held_out: bool | None = None) -> tuple[dict, str]:
     """One row without `reward_model`, and its answer: a and b drawn from `rng`, uniform in LOW..HIGH. The prompt is
     EXAMPLE's two turns, then the question; extra_info["question"] is the question alone. `held_out`: only a question
     of test.parquet (True) or only one of the others (False)."""
-    while True:
-        a, b = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
-        if held_out is None or ((a, b) in HELD_OUT) == held_out:
-            return _row(a, b)
+    return _drawn(rng, lambda pair: held_out is None or (pair in HELD_OUT) == held_out)
 
 
 def _graded(row: dict, answer: str) -> dict:
@@ -61,13 +66,9 @@ def _graded(row: dict, answer: str) -> dict:
 def rows(seed: int = SEED, train_rows: int = TRAIN_ROWS, test_rows: int = TEST_ROWS) -> tuple[list[dict], list[dict]]:
     """(train, test) rows: `test_rows` questions held out, each once; `train_rows` drawn from the others."""
     rng = random.Random(seed)
-    test = [_graded(*_row(a, b)) for a, b in rng.sample(PAIRS, test_rows)]
-    held_out = {row["extra_info"]["question"] for row in test}
-    train = []
-    while len(train) < train_rows:
-        row, answer = arithmetic_row(rng)
-        if row["extra_info"]["question"] not in held_out:
-            train.append(_graded(row, answer))
+    held_out = rng.sample(PAIRS, test_rows)
+    test = [_graded(*_row(a, b)) for a, b in held_out]
+    train = [_graded(*_drawn(rng, lambda pair: pair not in held_out)) for _ in range(train_rows)]
     return train, test
 
 
