@@ -10,7 +10,7 @@ trainer that waits forever (4 x H200, 2026-11-27; results/learn/README.md).
 verl loads this module in every process that imports verl (the `verl.plugins` entry point in pyproject.toml):
 the driver, every Ray worker and the vLLM workers, which import verl for their worker extension. It adds the run's
 id to both ends' socket path where the sender and the receiver are built (`BucketedWeightSender` and
-`BucketedWeightReceiver`), once verl's module that holds them is imported; importing it here would import vLLM.
+`BucketedWeightReceiver`), once verl's module that holds them is imported (verl_recipes/runtime/after_import.py).
 The id comes from RUN_ID_ENV, which the launcher sets (verl_recipes/launch.py run_env) and every process of the
 run's Ray cluster inherits. Without it (a job submitted to a shared Ray cluster, whose jobs have ids of their own,
 or plain verl) the paths stay verl's.
@@ -18,10 +18,9 @@ or plain verl) the paths stay verl's.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
-import sys
+
+from verl_recipes.runtime.after_import import after_import
 
 RUN_ID_ENV = "VERL_RECIPES_RUN_ID"
 MODULE = "verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"
@@ -51,33 +50,8 @@ def patch(module) -> None:
             cls.__init__ = with_run_path(cls.__init__)
 
 
-class AfterImport(importlib.abc.MetaPathFinder):
-    """Runs `then(module)` once `name` is imported, without importing it earlier."""
-
-    def __init__(self, name: str, then):
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return spec
-        load = spec.loader.exec_module
-
-        def exec_module(module):
-            load(module)
-            self.then(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install(name: str = MODULE, then=patch) -> None:
-    if name in sys.modules:
-        then(sys.modules[name])
-    elif not any(isinstance(f, AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, AfterImport(name, then))
+    after_import(name, then)
 
 
 install()
