@@ -76,7 +76,7 @@ def test_learn_tiny_copies_of_one_pair_never_share_a_folder(tmp_path):
     (tmp_path / "python3").write_text('#!/usr/bin/env bash\necho "$*" >> "$LOG"\n')
     (tmp_path / "python3").chmod(0o755)
     log = tmp_path / "calls.log"
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(log), "SEED": "3"}
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "LOG": str(log), "SEED": "3", "LEARN_WORK": str(tmp_path / "work")}
     copies = [subprocess.Popen(["bash", "tests/gpu/learn_tiny.sh", "stagetest-recipe", "none"], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, text=True) for _ in range(2)]
     assert all(copy.wait(timeout=60) == 0 for copy in copies)
@@ -150,3 +150,7 @@ def test_learn_reruns_lays_every_seed_s_run_and_control_over_the_lanes():
     pairs = [lane.lstrip("+").split(",") for job, lane in zip(planned, lanes) if job[3] == 2]
     assert all(len({lane.split(".")[0] for lane in pair}) == 2 for pair in pairs)
     assert all("env SEED=" in job and "learn_tiny.sh" in job for job in laid)
+    # --jobs: these, in this order (a stale-weights control between two recipes' seeds)
+    listed = [job for spec in ("r,1,none", "r,1,stale", "r:separate_async,2,shuffled") for job in reruns.listed(spec)]
+    assert listed == [("r", 1, "none", 1), ("r", 1, "stale", 1), ("r:separate_async", 2, "shuffled", 2)]
+    assert reruns.lay_out(listed, gpus=2, lanes=1)[1].endswith("learn_tiny.sh r stale")

@@ -2,6 +2,7 @@
 (tests/gpu/side_by_side.sh) and runs them there, so a host's GPUs stay busy across device calls.
 
     python3 tests/gpu/learn_reruns.py SECONDS [--gpus 4] [--lanes 1] [--seeds 1 2 3] [--recipes R[:VARIANT] ...]
+                                          [--controls none shuffled stale] [--jobs RECIPE,SEED,CONTROL ...]
 One lane a GPU by default: with four a GPU (2026-11-27, 4 x H200) sixteen jobs overloaded the host's 64 cores and
 two vLLM start-ups on one GPU tripped vLLM's memory check; ten jobs with two lanes a GPU (and a third beside them)
 ran, but slower (text runs 470-501 s against about 400 s) and two VL start-ups failed beside a neighbour
@@ -23,10 +24,16 @@ RECIPES = ["qwen25-7b-grpo", "qwen25-vl-7b-geo3k-dapo", "retool-qwen25-7b", "qwe
 TWO_GPUS = ("separate_async",)
 
 
-def jobs(recipes: list[str], seeds: list[int]) -> list[tuple[str, int, str, int]]:
+def jobs(recipes: list[str], seeds: list[int], controls=("none", "shuffled")) -> list[tuple[str, int, str, int]]:
     """(recipe, seed, control, GPUs) in run order."""
     return [(recipe, seed, control, 2 if recipe.endswith(TWO_GPUS) else 1)
-            for recipe in recipes for seed in seeds for control in ("none", "shuffled")]
+            for recipe in recipes for seed in seeds for control in controls]
+
+
+def listed(spec: str) -> list[tuple[str, int, str, int]]:
+    """One job of --jobs: "RECIPE[:VARIANT],SEED,CONTROL"."""
+    recipe, seed, control = spec.split(",")
+    return jobs([recipe], [int(seed)], [control])
 
 
 def lay_out(planned: list[tuple[str, int, str, int]], gpus: int, lanes: int) -> list[str]:
@@ -59,9 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", type=int, default=1)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--recipes", nargs="+", default=RECIPES)
+    parser.add_argument("--controls", nargs="+", default=["none", "shuffled"],
+                        help="each seed's runs: none (the run), shuffled and stale (its controls)")
+    parser.add_argument("--jobs", nargs="+", metavar="RECIPE,SEED,CONTROL",
+                        help="these jobs in this order instead of --recipes x --seeds x --controls")
     parser.add_argument("--dry-run", action="store_true", help="print the side_by_side.sh jobs; run nothing")
     ns = parser.parse_args(argv)
-    laid = lay_out(jobs(ns.recipes, ns.seeds), ns.gpus, ns.lanes)
+    planned = [job for spec in ns.jobs for job in listed(spec)] if ns.jobs else jobs(ns.recipes, ns.seeds, ns.controls)
+    laid = lay_out(planned, ns.gpus, ns.lanes)
     if ns.dry_run:
         print("\n".join(laid))
         return 0

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # Learning runs on the lent GPU machine (the kit in ../shared/gpu provides verl + Ray + vLLM).
-# Usage: [SEED=n] bash tests/gpu/learn_tiny.sh RECIPE[:VARIANT] CONTROL [RECIPE CONTROL ...]   (CONTROL: none | shuffled)
+# Usage: [SEED=n] bash tests/gpu/learn_tiny.sh RECIPE[:VARIANT] CONTROL [RECIPE CONTROL ...]   (CONTROL: none | shuffled | stale)
 # Each pair builds its folder (tiny model, task data, warm-up on the GPU; `--seed SEED`) in a work folder of its own,
-# /tmp/learn/<recipe>.<control>.s<SEED>.XXXXXX with its runs folder inside, so two copies of one pair on one machine
-# never share a folder; then runs `python -m verl_recipes learn --seed SEED` and copies learn.json, learn.png and the
+# $LEARN_WORK/<recipe>.<control>.s<SEED>.XXXXXX (default /tmp/learn) with its runs folder inside, so two copies of one
+# pair on one machine never share a folder; then runs `python -m verl_recipes learn --seed SEED` and copies learn.json, learn.png and the
 # metrics to $LEARN_OUT (default $OUT) as <recipe>.<control>.s<SEED>.<file>, when set.
 set -uo pipefail
 source "$(dirname "$0")/checkout_path.sh"
 source "$(dirname "$0")/kit_spares.sh"
-seed=${SEED:-0} out=${LEARN_OUT:-${OUT:-}}
+seed=${SEED:-0} out=${LEARN_OUT:-${OUT:-}} root=${LEARN_WORK:-/tmp/learn}
 status=0
-mkdir -p /tmp/learn
+mkdir -p "$root"
 while [ $# -ge 2 ]; do
   recipe=$1 control=$2; shift 2
   variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
   name=${recipe//[:\/]/_}.$control.s$seed
-  work=$(mktemp -d "/tmp/learn/$name.XXXXXX")
+  work=$(mktemp -d "$root/$name.XXXXXX")
   echo "[learn_tiny] $recipe $control seed $seed in $work"
   python3 -m verl_recipes.learn.build "$work/tiny" --recipe "$recipe" --control "$control" --seed "$seed" \
     || { status=1; continue; }
