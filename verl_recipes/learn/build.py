@@ -27,7 +27,7 @@ TRAIN_ROWS, VAL_ROWS = 1024, 64
 CALL_SAMPLES, CALL_TOKENS = 4, 8
 # answers sampled per validation row to measure a pretrained model's baseline, and their length cap
 OWN_SAMPLES, OWN_TOKENS = 4, 256
-CONTROLS = ("none", "shuffled")
+CONTROLS = ("none", "shuffled", "stale")  # stale: the run's own data; the launch leaves the rollout's weights stale
 
 
 def task_of(recipe) -> Task:
@@ -198,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--recipe", required=True, help="name[/vN][:variant]; its card names the learn_task")
     parser.add_argument("--control", default="none", choices=CONTROLS,
-                        help="shuffled: random training labels, the negative control that must fail the score gate")
+                        help="shuffled: random training labels, the negative control that must fail the score gate; "
+                             "stale: the run's data, its rollout's weights left stale, which must fail an agreement gate")
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(argv)
     info = build(catalog.parse(ns.recipe), ns.out, ns.control, ns.seed)

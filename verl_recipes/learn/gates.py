@@ -3,13 +3,14 @@
 - score: the mean training score of the last 5 steps is >= the warm-up's baseline + 0.3, and >= the mean of the
   first 3 steps + 0.25;
 - validation: greedy validation on the fixed prompts gains >= 0.25 from before training to the last validation;
-- agreement: at every step, verl's train/rollout metrics stay within AGREEMENT (calibrated on the committed runs,
-  results/learn/README.md): a weight push that does not reach the rollout, or a mismatched rollout, breaks them.
+- agreement: at every step, verl's train/rollout metrics stay within LEARN_AGREEMENT (calibrated on the committed
+  runs, results/learn/README.md): a weight push that does not reach the rollout, or a mismatched rollout, breaks them.
   In bypass mode (the async variants) verl recomputes no old log-probs, so those metrics do not exist; the PPO
   ratio's KL (`actor/ppo_kl`, rollout log-probs vs the trainer's, before the step's update) stands in, with a
   bound that allows the one policy version of staleness the async variants run with;
 - tool (tool tasks): `num_turns/mean` rises by >= TOOL_RISE (each tool round adds 2 turns).
-A negative control (labels shuffled) must fail the score gate.
+A negative control must fail its gate: labels shuffled, the score gate; the rollout's weights left stale (a weight
+push that stops reaching vLLM, verl_recipes/runtime/faults.py), an agreement gate.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ OVER_BASELINE, OVER_START, VAL_GAIN = 0.3, 0.25, 0.25
 TOOL_RISE = 0.3
 # bypass mode: |KL(rollout || trainer)| with up to one version of staleness (worst on the committed run: 0.030)
 BYPASS_AGREEMENT = (("actor/ppo_kl", 0.05, "abs"),)
+# The smokes' agreement less the Pearson correlation of the two sides' token probabilities, which a learning run
+# reports but does not gate: as a policy grows sure of its answers nearly every probability sits near 1, and the
+# correlation then follows the few uncertain tokens' bf16 noise, not a mismatch. SmolLM2's run (2026-11-27) fell
+# under 0.99 at 10 of 50 steps, each with a probability difference of at most 0.0013 and a k3 KL of at most 0.0005,
+# a fifth of step 1's (0.0063, correlation 0.9991). A stale rollout breaks the two kept metrics: the stale control.
+PEARSON = "training/rollout_actor_probs_pearson_corr"
+LEARN_AGREEMENT = tuple(a for a in AGREEMENT if a[0] != PEARSON)
 
 
 def validation_key(steps: dict[int, dict]) -> str | None:
@@ -66,7 +74,7 @@ def evaluate(steps: dict[int, dict], baseline: float, tool: bool, bypass: bool =
     gate("validation gain", len(val) >= 2 and gain >= VAL_GAIN,
          f"{c['validation_key']}: {val[0] if val else 'none'} -> {val[-1] if val else 'none'} (gain {gain:.3f})")
     trained = [s for s in steps if SCORE in steps[s]]
-    for metric, bound, side in BYPASS_AGREEMENT if bypass else AGREEMENT:
+    for metric, bound, side in BYPASS_AGREEMENT if bypass else LEARN_AGREEMENT:
         holds, worst_of = SIDES[side]
         values = {s: steps[s].get(metric) for s in trained}
         bad = {s: v for s, v in values.items() if v is None or not holds(v, bound)}
@@ -79,8 +87,9 @@ def evaluate(steps: dict[int, dict], baseline: float, tool: bool, bypass: bool =
         rise = _mean(turns[-LAST:]) - _mean(turns[:FIRST])
         gate("tool use rises", len(turns) >= LAST + FIRST and rise >= TOOL_RISE,
              f"{TURNS}: first {FIRST} {_mean(turns[:FIRST]):.2f} -> last {LAST} {_mean(turns[-LAST:]):.2f} (rise {rise:.2f})")
+    pearson = [steps[s][PEARSON] for s in trained if PEARSON in steps[s]]
     return {"gates": gates, "last_score": last, "first_score": first, "baseline": baseline,
-            "validation_gain": gain, "curves": c}
+            "validation_gain": gain, "pearson_worst": min(pearson) if pearson else None, "curves": c}
 
 
 def learned(result: dict) -> bool:
@@ -90,3 +99,12 @@ def learned(result: dict) -> bool:
 def score_gate_failed(result: dict) -> bool:
     """What a negative control must show: its score did not rise (either score gate fails)."""
     return not (result["gates"]["score over baseline"]["passed"] and result["gates"]["score over start"]["passed"])
+
+
+def agreement_failed(result: dict) -> bool:
+    """What the stale-weights control must show: an agreement gate fails."""
+    return not all(g["passed"] for name, g in result["gates"].items() if name.startswith("agreement "))
+
+
+# what a run of each control must show to pass (build --control): none learns, the others fail their gate
+EXPECTED = {"none": learned, "shuffled": score_gate_failed, "stale": agreement_failed}

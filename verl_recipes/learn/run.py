@@ -2,7 +2,9 @@
 folder `python -m verl_recipes.learn.build` made (a warmed-up tiny model and its task's data), then the learning
 gates (verl_recipes/learn/gates.py). Writes learn.json and learn.png beside the run's metrics.
 
-A folder built with `--control shuffled` is the negative control: the run passes when its score gate *fails*.
+A folder built with `--control shuffled` is the negative control of the score gates: the run passes when its score
+gate *fails*. One built with `--control stale` runs with the rollout's weights left stale from the first push
+(verl_recipes/runtime/faults.py): it passes when an agreement gate fails.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from verl_recipes.catalog import Recipe, RecipeError
 from verl_recipes.check import gates as smoke_gates
 from verl_recipes.compose import split_args
 from verl_recipes.learn import gates
+from verl_recipes.runtime import faults
 
 OVERLAY = "+configs/learn=tiny"
 OWN_OVERLAY = "+configs/learn=own"  # a recipe that learns with its own pretrained model (card learn_model: own)
@@ -77,6 +80,10 @@ def seed_args(seed: int) -> list[str]:
     return [f"data.seed={seed}", f"actor_rollout_ref.rollout.seed={seed}"]
 
 
+def gate_of(control: str) -> str:
+    return "agreement" if control == "stale" else "score"
+
+
 def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     from verl_recipes.launch import launch
 
@@ -84,6 +91,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     if info["recipe"].split(":")[0] != recipe.label.split(":")[0]:
         raise RecipeError(f"{tiny} was built for {info['recipe']}, not {recipe.label}")
     os.environ["RL_DATA_DIR"] = str(tiny.resolve() / "data")
+    if info["control"] == "stale":  # every process of the run inherits it (launch.run_env)
+        os.environ[faults.FAULT_ENV] = faults.STALE_WEIGHTS
     started = time.time()
     overrides = learn_args(recipe, tiny, info.get("model")) + seed_args(seed) + split_args(args)
     rc, run_dir, cfg = launch(recipe, overrides, tag="-learn", mode="never")
@@ -91,7 +100,7 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded",
                             bypass=bool(cfg.algorithm.rollout_correction.bypass_mode))
     control = info["control"] != "none"
-    passed = not rc and (gates.score_gate_failed(result) if control else gates.learned(result))
+    passed = not rc and gates.EXPECTED[info["control"]](result)
     report = {"recipe": recipe.label, "task": info["task"], "task_version": info.get("task_version"),
               "control": info["control"], "seed": seed,
               "build_seed": info["seed"], "rc": rc,
@@ -105,9 +114,10 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     if rc or not result["curves"]["score"]:
         verdict = f"the run failed (exit {rc}, {len(result['curves']['score'])} steps logged): see its log"
     elif passed:
-        verdict = "control failed the score gate, as it must" if control else "learned"
+        verdict = f"control failed its {gate_of(info['control'])} gate, as it must" if control else "learned"
     else:
-        verdict = "control PASSED the score gate: the gates cannot tell learning apart" if control else "did not learn"
+        verdict = (f"control PASSED its {gate_of(info['control'])} gates: they cannot tell its fault apart" if control
+                   else "did not learn")
     print(f"[learn] {recipe.label}: {'PASS' if passed else 'FAIL'} ({verdict}) in {report['wall_s']} s -> "
           f"{run_dir}/learn.json")
     return 0 if passed else 1

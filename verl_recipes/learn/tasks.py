@@ -14,6 +14,8 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   0.94 of the time when the third digit was 1 or 9, 0.03-0.07 when it was 0, 4 or 8) and plateaued near 0.4 at any lr,
   since a preference for values cannot find a position. Here a preference for values is the answer. (A single shown
   digit to copy, "Code: 7. Which is it?", did not learn at all: its warm-up had taught the question to ignore the code.)
+  v2 anneals the warm-up (Task.anneal): v1's warmed models named a digit the prompt did not show on 0.28-0.61 of
+  their samples, and RL then raised low digits whether shown or not (two of three v1 runs crawled to 0.55-0.59).
 - colour (VL, geo3k reward): the image is a square of one of K colours and the prompt text is the same for every
   row, so only the image says the answer and the merger and the language model must read it. The warm-up shows the
   task's question with random labels and another wording ("Name the colour ...", its skill rows) with the true
@@ -77,6 +79,11 @@ class Task:
     tool_fraction: float = 0.0
     # warm-up rows of neighbouring questions, shown with their true answers (None: the warm-up shows only the task)
     skill: Callable[[random.Random], tuple[dict, str]] | None = None
+    # the warm-up's lr falls to 0 over its steps (verl_recipes/smoke/teach.py fit): a task whose skill is a copy needs
+    # it. At a constant lr the below task's warmed models named a shown digit on 0.39-0.72 of their samples, and the
+    # runs that started below 0.6 plateaued near 0.55 (GPU, 2026-11-27): RL raised low digits the prompt did not show
+    # (CPU stand-in). Annealed: 0.85-0.88, and the stand-in went 0.16 -> 0.93 by step 5 on the builds that plateaued.
+    anneal: bool = False
 
     def choices(self, row: dict) -> tuple[str, ...]:
         """The answers a format-only guess picks from for this row: the row's own choices, else the task's."""
@@ -160,11 +167,12 @@ MAKERS = {"below": lambda rng, split: below_row(rng), "colour": lambda rng, spli
           "seeded": lambda rng, split: seeded_row(rng),
           "sums": lambda rng, split: arithmetic_row(rng, held_out=split != "train")}
 TASKS = {
-    "below": Task("below", tuple(str(d) for d in range(10)), skill=lambda rng: digits_row(rng, rng.randrange(K))),
+    "below": Task("below", tuple(str(d) for d in range(10)), version=2, anneal=True,
+                  skill=lambda rng: digits_row(rng, rng.randrange(K))),
     "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> ",
                    skill=lambda rng: colour_row(rng, VL_SKILL_QUESTION)),
     "sums": Task("sums", tuple(str(n) for n in range(2 * LOW, 2 * HIGH + 1))),
-    "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), tool_fraction=TOOL_FRACTION,
+    "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), version=2, anneal=True, tool_fraction=TOOL_FRACTION,
                    skill=lambda rng: seeded_row(rng, "Run this code:")),
 }
 

@@ -59,4 +59,4 @@ def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], rep
         drawn = [draw(task, rows, skill, reply, rng) for _ in range(BATCH)]
         return [(*prompts[kind][i], examples.target(text)) for kind, i, text in drawn]
 
-    return fit(folder, examples, sample, TOOL_STEPS if task.tool_fraction else STEPS, seed)
+    return fit(folder, examples, sample, TOOL_STEPS if task.tool_fraction else STEPS, seed, anneal=task.anneal)
