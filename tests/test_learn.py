@@ -310,19 +310,22 @@ RERUNS = 3  # a tiny learns: line rests on at least three seeds of the run and t
 
 def learns_problems(runs: list[dict], controls: list[dict], label: str, task, own: bool) -> list[str]:
     """What keeps these records from backing a learns: line of recipe `label` with its current `task`: at least
-    RERUNS seeds of passing runs (1 for a pretrained model's own run) and as many failing controls, each in time."""
+    RERUNS seeds of passing runs (1 for a pretrained model's own run) and as many failing shuffled controls, each in
+    time; stale controls (a fault the agreement gates must catch) may be listed beside them."""
     wall, reruns = (OWN_WALL_S, 1) if own else (LEARN_WALL_S, RERUNS)
     problems = []
-    if len({r.get("seed") for r in runs}) < reruns or len({c.get("seed") for c in controls}) < reruns:
-        problems.append(f"fewer than {reruns} seeds of runs or of controls")
+    shuffled = [c for c in controls if c["control"] == "shuffled"]
+    if len({r.get("seed") for r in runs}) < reruns or len({c.get("seed") for c in shuffled}) < reruns:
+        problems.append(f"fewer than {reruns} seeds of runs or of shuffled controls")
     for record in runs + controls:
         control = record in controls
-        where = f"{'control' if control else 'run'} seed {record.get('seed')}"
+        where = f"{record['control'] if control else 'run'} seed {record.get('seed')}"
         if (record["recipe"], record["task"], record.get("task_version")) != (label, task.name, task.version):
             problems.append(f"{where}: not {label}'s current task {task.name} v{task.version}")
-        if record["control"] != ("shuffled" if control else "none") or not record["passed"] or record["rc"]:
+        kinds = ("shuffled", "stale") if control else ("none",)
+        if record["control"] not in kinds or not record["passed"] or record["rc"]:
             problems.append(f"{where}: not a passing {'control' if control else 'run'}")
-        elif not (gates.score_gate_failed(record) if control else gates.learned(record)):
+        elif not gates.EXPECTED[record["control"]](record):
             problems.append(f"{where}: its gates do not say {'failed' if control else 'learned'}")
         if record["wall_s"] > wall:
             problems.append(f"{where}: {record['wall_s']} s, over {wall} s")
@@ -355,6 +358,12 @@ def test_a_learns_line_needs_three_seeds_each_passing_in_time():
     assert learns_problems([{**runs[0], "wall_s": 500}, *runs[1:]], controls, "r/v1", task, own=False)
     assert learns_problems([{**runs[0], "task_version": task.version - 1}, *runs[1:]], controls, "r/v1", task,
                            own=False)
+    # a stale control beside them: it must have failed an agreement gate, and it does not count as a shuffled one
+    stale = {**run, "control": "stale", "seed": 1, "gates": {**run["gates"], "agreement rollout_corr/k3_kl":
+                                                             {"passed": False, "detail": "worst 4.7 (max 0.01)"}}}
+    assert learns_problems(runs, [*controls, stale], "r/v1", task, own=False) == []
+    assert learns_problems(runs, [*controls, {**stale, "gates": run["gates"]}], "r/v1", task, own=False)
+    assert learns_problems(runs, [*controls[:2], stale], "r/v1", task, own=False)
 
 
 def test_no_committed_run_of_a_current_task_is_left_out_of_its_learns_line():
