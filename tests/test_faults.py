@@ -40,9 +40,8 @@ def test_every_push_after_the_first_loads_the_first_again():
     loaded = []
     receiver = module.BucketedWeightReceiver()
     for _ in range(3):
-        got = {}
-        receiver.receive_weights(lambda weights, is_last: got.update({n: t.tolist() for n, t in weights}))
-        loaded.append(got)
+        loaded.append({})
+        receiver.receive_weights(lambda weights, is_last: loaded[-1].update({n: t.tolist() for n, t in weights}))
     assert loaded == [{"a": [1.0] * 2, "b": [1.0] * 3, "c": [1.0]}] * 3
 
 

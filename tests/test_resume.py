@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from verl.utils.import_utils import load_class_from_fqn
 
 from verl_recipes import catalog, launch, resume
 from verl_recipes.catalog import RecipeError
@@ -29,14 +30,22 @@ def workspace(run_env, monkeypatch):
     trained = []
 
     def fake_verl(command, cwd, env):
-        run_cfg = yaml.safe_load((Path(cwd) / "config.yaml").read_text())["trainer"]
+        cfg = yaml.safe_load((Path(cwd) / "config.yaml").read_text())
+        run_cfg = cfg["trainer"]
         start = 0
         if run_cfg["resume_mode"] == "resume_path":
             start = int(Path(run_cfg["resume_from_path"]).name.split("_")[-1])
         checkpoints = Path(run_cfg["default_local_dir"])
+        # verl's save, in its order, then its driver-side callback with the env Ray gives the driver
+        callback = load_class_from_fqn(run_cfg["checkpoint_callback_class"], "CheckpointCallback")(config=cfg)
+        for name, value in cfg["ray_kwargs"]["ray_init"]["runtime_env"].get("env_vars", {}).items():
+            monkeypatch.setenv(name, value)
         for step in range(start + 1, start + 3):
-            (checkpoints / f"global_step_{step}" / "actor").mkdir(parents=True)
+            folder = checkpoints / f"global_step_{step}"
+            (folder / "actor").mkdir(parents=True, exist_ok=True)  # over a partial save, as verl does
+            (folder / "data.pt").write_bytes(b"dataloader state")
             (checkpoints / resume.TRACKER).write_text(str(step))
+            callback.on_save(trainer=None, global_step=step, checkpoint_dir=str(folder))
         Path(env["VERL_FILE_LOGGER_PATH"]).write_text(json.dumps({"step": start + 1, "data": {}}) + "\n")
         trained.append((start, Path(cwd)))
         return 0
@@ -138,3 +147,44 @@ def test_runs_lists_recipe_last_step_status_and_folder(workspace):
 def test_unknown_mode_is_refused_with_the_choices():
     with pytest.raises(RecipeError, match="RESUME='sometimes': use one of auto, never, force"):
         resume.decide("x", compose(catalog.get(QWEN)), "sometimes")
+
+
+@pytest.mark.slow
+def test_a_checkpoint_cut_mid_save_is_passed_over_and_named(workspace, capsys):
+    """A run killed after verl wrote step 3's actor/ but before the save returned: no marker, so the relaunch (and
+    its dry run) resumes step 2 and names step 3 as passed over."""
+    _, first, _ = run()
+    checkpoints = first.parent.parent / "checkpoints"
+    (checkpoints / "global_step_3" / "actor").mkdir(parents=True)
+    (checkpoints / resume.TRACKER).write_text("3")  # even a tracker that moved does not make it whole
+    capsys.readouterr()
+    run(dry=True)
+    planned = capsys.readouterr().out
+    run()
+    out = capsys.readouterr().out
+    for said in (planned, out):
+        assert f"resuming {checkpoints / 'global_step_2'} at step 2" in said
+        assert "passed over 1 incomplete checkpoint(s), their save never finished: global_step_3" in said
+    assert workspace[-1][0] == 2
+
+
+@pytest.mark.slow
+def test_a_run_with_only_an_incomplete_checkpoint_starts_fresh_in_a_new_folder(workspace, capsys):
+    _, first, _ = run()
+    run_dir = first.parent.parent
+    for complete in (run_dir / "checkpoints").glob("global_step_*/COMPLETE"):
+        complete.unlink()  # a folder from before the markers: only the tracker's step, when whole, counts
+    (run_dir / "checkpoints" / "global_step_2" / "data.pt").unlink()
+    earlier = snapshot(run_dir)
+    capsys.readouterr()
+    _, second, _ = run()
+    out = capsys.readouterr().out
+    assert "fresh run in" in out and "global_step_1, global_step_2" in out and workspace[-1][0] == 0
+    assert second.parent.parent != run_dir and snapshot(run_dir) == earlier
+
+
+@pytest.mark.slow
+def test_pruning_keeps_the_newest_complete_checkpoints(workspace):
+    _, first, cfg = run(["trainer.max_actor_ckpt_to_keep=1"])
+    assert cfg.trainer.max_actor_ckpt_to_keep is None  # verl's own pruning is off: the marker's callback prunes
+    assert sorted(p.name for p in (first.parent.parent / "checkpoints").glob("global_step_*")) == ["global_step_2"]

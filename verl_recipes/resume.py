@@ -6,10 +6,11 @@ A run folder, `runs/<recipe>-<version>[-<variant>][<tag>][-N]/`, holds
     checkpoints/      verl's global_step_N/ folders and latest_checkpointed_iteration.txt
     launches/<time>/  one folder per launch: its resolved config, metrics.jsonl, exit code
 
-RESUME=auto (the default): resume the newest checkpoint of the recipe's newest run folder when the new composed config
-equals the stored one except for SAFE_TO_CHANGE keys; with another config, stop, name every key that differs and
-say how to start fresh or force it. RESUME=never: a fresh run in a new folder (-2, -3, ...); an earlier run's folder
-is never modified or deleted. RESUME=force: resume whatever the config. Smokes always start fresh.
+RESUME=auto (the default): resume the newest complete checkpoint (verl_recipes/runtime/checkpoints.py: one whose
+save finished; the launcher names the incomplete ones it passes over) of the recipe's newest run folder when the new
+composed config equals the stored one except for SAFE_TO_CHANGE keys; with another config, stop, name every key that
+differs and say how to start fresh or force it. RESUME=never: a fresh run in a new folder (-2, -3, ...); an earlier
+run's folder is never modified or deleted. RESUME=force: resume whatever the config. Smokes always start fresh.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl_recipes.catalog import RecipeError
 from verl_recipes.compose import flatten, runs_dir
+from verl_recipes.runtime import checkpoints as ckpt
 
 MODES = ("auto", "never", "force")
 STORED = "config.yaml"
 CHECKPOINTS = "checkpoints"
 LAUNCHES = "launches"
-TRACKER = "latest_checkpointed_iteration.txt"  # verl/utils/checkpoint/checkpoint_manager.py
+TRACKER = ckpt.TRACKER
+MARKER_CALLBACK = "verl_recipes.runtime.checkpoint_marker.MarkComplete"
+KEEP_KEY = f"ray_kwargs.ray_init.runtime_env.env_vars.{ckpt.KEEP_ENV}"
 # Keys a resumed run may change: how long, how often to test and save, and what is logged or profiled. Anything
 # else (data, model, objective, batch sizes, parallel layout) changes what the checkpoint's optimizer state means.
 SAFE_TO_CHANGE = (
@@ -39,7 +43,7 @@ SAFE_TO_CHANGE = (
     "trainer.max_critic_ckpt_to_keep", "trainer.rollout_data_dir", "trainer.validation_data_dir",
     "trainer.resume_mode", "trainer.resume_from_path", "trainer.default_local_dir", "trainer.project_name",
     "trainer.experiment_name", "global_profiler.*", "*.profiler.*", "ray_kwargs.ray_init.runtime_env.env_vars.WANDB_*",
-    "ray_kwargs.ray_init.runtime_env.env_vars.MLFLOW_*",
+    "ray_kwargs.ray_init.runtime_env.env_vars.MLFLOW_*", "trainer.checkpoint_callback_class", KEEP_KEY,
 )
 
 
@@ -48,30 +52,24 @@ class Decision:
     run_dir: Path
     checkpoint: Path | None  # the global_step_N folder to resume, or None for a fresh run
     note: str  # what the launcher prints before verl starts
+    keep: int | None = None  # the config's trainer.max_actor_ckpt_to_keep: complete checkpoints kept (None: all)
 
     def overrides(self) -> list[str]:
-        """verl keys that make verl do exactly this: checkpoints in this run folder, resumed or not."""
-        keys = [f"trainer.default_local_dir={self.run_dir / CHECKPOINTS}"]
+        """verl keys that make verl do exactly this: checkpoints in this run folder, resumed or not, each marked
+        complete once saved and pruned by the marker's callback, not by verl (verl_recipes/runtime/checkpoints.py)."""
+        keys = [f"trainer.default_local_dir={self.run_dir / CHECKPOINTS}",
+                f"trainer.checkpoint_callback_class={MARKER_CALLBACK}",
+                "trainer.max_actor_ckpt_to_keep=null", "trainer.max_critic_ckpt_to_keep=null"]
+        if self.keep:
+            keys.append(f"+{KEEP_KEY}='{self.keep}'")
         if self.checkpoint is None:
             return keys + ["trainer.resume_mode=disable"]
         return keys + ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={self.checkpoint}"]
 
 
-def _step(folder: Path) -> int:
-    match = re.fullmatch(r"global_step_(\d+)", folder.name)
-    return int(match.group(1)) if match else -1
-
-
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The global_step_N folder verl's tracker file names, or the highest one present, or None."""
-    checkpoints = run_dir / CHECKPOINTS
-    tracker = checkpoints / TRACKER
-    if tracker.is_file():
-        named = checkpoints / f"global_step_{tracker.read_text().strip()}"
-        if named.is_dir():
-            return named
-    steps = sorted((p for p in checkpoints.glob("global_step_*") if p.is_dir() and _step(p) >= 0), key=_step)
-    return steps[-1] if steps else None
+    """The newest complete global_step_N folder, or None."""
+    return ckpt.newest_complete(run_dir / CHECKPOINTS)[0]
 
 
 def run_folders(name: str) -> list[Path]:
@@ -108,19 +106,23 @@ def decide(name: str, cfg: DictConfig, mode: str = "auto", label: str = "") -> D
         raise RecipeError(f"RESUME={mode!r}: use one of {', '.join(MODES)}")
     folders = run_folders(name)
     newest = folders[-1] if folders else None
-    checkpoint = latest_checkpoint(newest) if newest else None
+    checkpoint, incomplete = ckpt.newest_complete(newest / CHECKPOINTS) if newest else (None, [])
+    passed = (f"; passed over {len(incomplete)} incomplete checkpoint(s), their save never finished: "
+              + ", ".join(f.name for f in incomplete)) if incomplete else ""
+    keep = cfg.trainer.get("max_actor_ckpt_to_keep")
     if mode == "never" or newest is None or checkpoint is None:
-        if newest is not None and checkpoint is None and mode != "never" and _same_or_unset(newest, cfg):
-            return Decision(newest, None, f"fresh run in {newest} (it holds no checkpoint yet)")
+        if newest is not None and not incomplete and mode != "never" and _same_or_unset(newest, cfg):
+            return Decision(newest, None, f"fresh run in {newest} (it holds no checkpoint yet)", keep)
         folder = next_folder(name)
         why = " (RESUME=never)" if mode == "never" and checkpoint else ""
-        return Decision(folder, None, f"fresh run in {folder}{why}")
+        return Decision(folder, None, f"fresh run in {folder}{why}{passed}", keep)
     stored_file = newest / STORED
     stored = yaml.safe_load(stored_file.read_text()) if stored_file.is_file() else None
     changed = differences(stored, cfg) if stored is not None else ["(no stored config.yaml beside the checkpoints)"]
     if mode == "force" or not changed:
         forced = f"; RESUME=force despite {len(changed)} changed key(s)" if changed and mode == "force" else ""
-        return Decision(newest, checkpoint, f"resuming {checkpoint} at step {_step(checkpoint)}{forced}")
+        note = f"resuming {checkpoint} at step {ckpt.step(checkpoint)}{forced}{passed}"
+        return Decision(newest, checkpoint, note, keep)
     make = f"make {label}" if label else "make <recipe>"
     raise RecipeError(
         f"{newest} has checkpoints up to {checkpoint.name}, trained with another config; not resuming it under this "
@@ -146,6 +148,6 @@ def list_runs() -> list[str]:
         status = "no launch" if not last else "running or killed" if code is None else "done" if code == 0 \
             else f"failed (exit {code})"
         checkpoint = latest_checkpoint(folder)
-        step = f"step {_step(checkpoint)}" if checkpoint else "no checkpoint"
+        step = f"step {ckpt.step(checkpoint)}" if checkpoint else "no checkpoint"
         rows.append(f"{last.get('recipe', '?'):40} {step:14} {status:18} {folder}")
     return rows
