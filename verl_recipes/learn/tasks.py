@@ -28,7 +28,9 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   only the code interpreter tells the answer. The warm-up calls the tool on a fraction of the task's prompts and
   copies its reply; learning raises the share of trajectories that call it. Its skill rows ("Run this code: ...")
   always call: a call pays only when it copies the seed exactly, and copying takes many more examples than the
-  task's quarter of calls gives (after 600 steps without them, 0 of 80 calls had the right seed).
+  task's quarter of calls gives (after 600 steps without them, 0 of 80 calls had the right seed). v2 anneals the
+  warm-up as below v2 does: v1 learned in 1 of 2 runs (the other's greedy validation started at 0.25, its copies
+  unreliable); v2 learned on both seeds that started (2 x H200, 2026-11-27).
 
 - sums (a pretrained model's recipe, smollm2-135m-grpo): "What is 7 + 12? Put the final answer in \\boxed{}." with a and b
   in 1..20, the recipe's own arithmetic rows (verl_recipes/data/arithmetic.py): training asks only the questions
