@@ -8,6 +8,7 @@ import sys
 import textwrap
 import types
 
+import pytest
 import torch
 
 from verl_recipes.runtime import faults
@@ -56,6 +57,7 @@ def _hooks(env: dict) -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.slow  # two interpreters importing verl: 8 s
 def test_verl_loads_the_fault_only_when_asked():
     env = {k: v for k, v in os.environ.items() if k != faults.FAULT_ENV}
     assert _hooks(env) == "['weight_push_socket']"
