@@ -14,8 +14,9 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   0.94 of the time when the third digit was 1 or 9, 0.03-0.07 when it was 0, 4 or 8) and plateaued near 0.4 at any lr,
   since a preference for values cannot find a position. Here a preference for values is the answer. (A single shown
   digit to copy, "Code: 7. Which is it?", did not learn at all: its warm-up had taught the question to ignore the code.)
-  v2 anneals the warm-up (Task.anneal): v1's warmed models named a digit the prompt did not show on 0.28-0.61 of
-  their samples, and RL then raised low digits whether shown or not (two of three v1 runs crawled to 0.55-0.59).
+  v2 anneals the warm-up (Task.anneal): v1's warmed models (CPU builds) named a digit the prompt did not show on
+  0.28-0.61 of their samples, and RL then raised low digits whether shown or not (two of three v1 runs crawled to
+  0.55-0.59).
 - colour (VL, geo3k reward): the image is a square of one of K colours and the prompt text is the same for every
   row, so only the image says the answer and the merger and the language model must read it. The warm-up shows the
   task's question with random labels and another wording ("Name the colour ...", its skill rows) with the true
@@ -29,8 +30,8 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   copies its reply; learning raises the share of trajectories that call it. Its skill rows ("Run this code: ...")
   always call: a call pays only when it copies the seed exactly, and copying takes many more examples than the
   task's quarter of calls gives (after 600 steps without them, 0 of 80 calls had the right seed). v2 anneals the
-  warm-up as below v2 does: v1 learned in 1 of 2 runs (the other's greedy validation started at 0.25, its copies
-  unreliable); v2 learned on both seeds that started (2 x H200, 2026-11-27).
+  warm-up as below v2 does: v1 learned in 1 of 2 runs (the other's greedy validation started at 0.25, the passing
+  one's at 0.59); v2 learned on both seeds that started (2 x H200, 2026-11-27).
 
 - sums (a pretrained model's recipe, smollm2-135m-grpo): "What is 7 + 12? Put the final answer in \\boxed{}." with a and b
   in 1..20, the recipe's own arithmetic rows (verl_recipes/data/arithmetic.py): training asks only the questions
@@ -82,9 +83,10 @@ class Task:
     # warm-up rows of neighbouring questions, shown with their true answers (None: the warm-up shows only the task)
     skill: Callable[[random.Random], tuple[dict, str]] | None = None
     # the warm-up's lr falls to 0 over its steps (verl_recipes/smoke/teach.py fit): a task whose skill is a copy needs
-    # it. At a constant lr the below task's warmed models named a shown digit on 0.39-0.72 of their samples, and the
-    # runs that started below 0.6 plateaued near 0.55 (GPU, 2026-11-27): RL raised low digits the prompt did not show
-    # (CPU stand-in). Annealed: 0.85-0.88, and the stand-in went 0.16 -> 0.93 by step 5 on the builds that plateaued.
+    # it. At a constant lr the below task's warmed models (CPU builds) named a shown digit on 0.39-0.72 of their
+    # samples, and the runs that started below 0.6 plateaued near 0.55 (GPU, 2026-11-27): RL raised low digits the
+    # prompt did not show (CPU stand-in). Annealed: 0.85-0.88, and the stand-in went 0.16 -> 0.93 by step 5 on the
+    # builds that plateaued.
     anneal: bool = False
 
     def choices(self, row: dict) -> tuple[str, ...]:
