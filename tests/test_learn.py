@@ -435,8 +435,12 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": seed, "passed": passed,
                                                            "task_version": version}))
     (tmp_path / "c.metrics.jsonl").write_text("{}")
+    for name, curves in (("e", {"score": {}}), ("f", {"score": {"1": 0.2}})):  # died at start-up; died at step 2
+        (tmp_path / f"{name}.json").write_text(json.dumps({**run, "task": "u", "seed": 1, "passed": False, "rc": 1,
+                                                           "curves": curves}))
     body = tally.table(tally.records(tmp_path))
     assert "| r/v1 | t v2 | none | 2 / 3 | 1, 2, 3 |" in body
+    assert "| r/v1 | u v1 | none | 0 / 2 | 1, 1 | exit 1 before step 1, exit 1 |" in body
     assert "| r/v1 | t v1 | none | 0 / 1 | 1 |" in body  # a record from before versions ran version 1
     readme = (tally.RESULTS / "README.md").read_text()
     assert tally.written(readme, tally.table(tally.records())) == readme, "run python -m verl_recipes.learn.tally --write"

@@ -23,6 +23,14 @@ def records(folder: Path = RESULTS) -> list[dict]:
     return [{**json.loads(path.read_text()), "file": path.name} for path in sorted(folder.glob("*.json"))]
 
 
+def score(run: dict) -> str:
+    """The last 5 steps' score, or how the run ended: a run that stopped before its first step (a start-up failure,
+    its JSON's `failure` says which) learned nothing either way."""
+    if not run["rc"]:
+        return f"{run['last_score']:.3f}"
+    return f"exit {run['rc']}" + ("" if run.get("curves", {}).get("score") else " before step 1")
+
+
 def table(runs: list[dict]) -> str:
     groups = defaultdict(list)
     for run in runs:
@@ -32,7 +40,7 @@ def table(runs: list[dict]) -> str:
     for (recipe, task, control), group in sorted(groups.items()):
         group.sort(key=lambda r: (r.get("seed") is None, r.get("seed") or 0, r["file"]))
         seeds = ", ".join("-" if r.get("seed") is None else str(r["seed"]) for r in group)
-        scores = ", ".join(f"exit {r['rc']}" if r["rc"] else f"{r['last_score']:.3f}" for r in group)
+        scores = ", ".join(score(r) for r in group)
         walls = ", ".join(f"{r['wall_s']:.0f}" for r in group)
         passed = sum(bool(r["passed"]) for r in group)
         lines.append(f"| {recipe} | {task} | {control} | {passed} / {len(group)} | {seeds} | {scores} | {walls} |")
