@@ -67,7 +67,7 @@ setup:
 	@$(PY) -c "import verl, hydra, torch; print('verl', verl.__version__, '| torch', torch.__version__)"
 
 test:
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --durations=25 tests
 
 test-fast:
 	$(PY) -m pytest -q -n 2 -m "not slow" tests
