@@ -40,9 +40,10 @@ def is_complete(folder: Path) -> bool:
 
 
 def _from_tracker(checkpoints: Path, folders: list[Path]) -> list[Path]:
-    """A folder written before the markers: the one verl's tracker names, when its actor/ and data.pt are there."""
+    """In a folder written before the markers (none of `folders` has one): the step verl's tracker names, when its
+    actor/ and data.pt are there."""
     tracker = checkpoints / TRACKER
-    if any(is_complete(f) for f in folders) or not tracker.is_file():
+    if not tracker.is_file():
         return []
     named = checkpoints / f"global_step_{tracker.read_text().strip()}"
     return [named] if named in folders and (named / "actor").is_dir() and (named / "data.pt").is_file() else []
@@ -66,11 +67,12 @@ def mark(folder: Path) -> None:
 
 def prune(checkpoints: Path, keep: int) -> list[Path]:
     """Remove every folder older than the `keep` newest complete checkpoints; returns what it removed."""
-    complete = [f for f in saved(checkpoints) if is_complete(f)]
+    folders = saved(checkpoints)
+    complete = [f for f in folders if is_complete(f)]
     if keep < 1 or len(complete) <= keep:
         return []
     oldest_kept = step(complete[-keep])
-    removed = [f for f in saved(checkpoints) if step(f) < oldest_kept]
+    removed = [f for f in folders if step(f) < oldest_kept]
     for folder in removed:
         shutil.rmtree(folder, ignore_errors=True)
     return removed
