@@ -3,10 +3,11 @@
 
     python3 tests/gpu/learn_reruns.py SECONDS [--gpus 4] [--lanes 1] [--seeds 1 2 3] [--recipes R[:VARIANT] ...]
                                           [--controls none shuffled stale] [--jobs RECIPE,SEED,CONTROL ...]
-One lane a GPU by default: with four a GPU (2026-11-27, 4 x H200) sixteen jobs overloaded the host's 64 cores and
-two vLLM start-ups on one GPU tripped vLLM's memory check; ten jobs with two lanes a GPU (and a third beside them)
-ran, but slower (text runs 470-501 s against about 400 s) and two VL start-ups failed beside a neighbour
-(results/learn/README.md). Jobs also get OMP_NUM_THREADS=4: the VL warm-up's image processing took 8-29 cores each.
+One lane a GPU, and keep it so for proofs: vLLM reads the whole GPU's free memory at start-up and again each time it
+sleeps, so a neighbour's allocations fail it. With four lanes a GPU (2026-11-27, 4 x H200) sixteen jobs overloaded
+the host's 64 cores and two start-ups failed; with two, four of seventeen start-ups failed beside a neighbour, and
+with a fixed KV cache (which skips the start-up reading) a VL run still died at step 9 in vLLM's sleep check
+(results/learn/README.md). `--lanes 2` suits text-only smoke work, not a run that must count. Jobs also get OMP_NUM_THREADS=4: the VL warm-up's image processing took 8-29 cores each.
 Jobs go in the order given (recipe by recipe, each seed's run then its control), each to the lane that frees up
 first by an equal-length guess; a two-GPU variant (separate_async: trainer 1, rollout 1) takes lanes of two GPUs.
 Each job is `SEED=n bash tests/gpu/learn_tiny.sh RECIPE CONTROL`, its files copied to $LEARN_OUT.
