@@ -5,6 +5,7 @@ import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -464,10 +465,13 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
         steps[step]["rollout_corr/k3_kl"] = k3
     for name in (faults.FAULT_ENV, "RL_DATA_DIR"):  # restored after the test: run() sets them in this process
         monkeypatch.setenv(name, "")
+    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))
     seen = {}
 
     def fake_launch(recipe, overrides, tag, mode):
         seen["fault"] = os.environ.get(faults.FAULT_ENV)
+        dumps = Path(next(o for o in overrides if o.startswith("trainer.rollout_data_dir=")).split("=", 1)[1])
+        (dumps / "1.jsonl").write_text(_dump(1, [[0.0, 0.0], [0.0, 1.0]]))  # verl dumps as the run goes
         run_dir = tmp_path / "run"
         run_dir.mkdir()
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in steps.items()))
@@ -481,3 +485,30 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
     assert seen["fault"] == faults.STALE_WEIGHTS
     report = json.loads((tmp_path / "run" / "learn.json").read_text())
     assert (report["control"], report["passed"]) == ("stale", passed)
+    assert report["samples"]["zero_signal"] == {"1": 0.5}  # the dumps moved into the launch folder and digested
+    assert (tmp_path / "run" / "generations" / "1.jsonl").exists() and not list((tmp_path / "runs").glob("learn-*"))
+
+
+def _dump(step: int, groups: list[list[float]]) -> str:
+    """verl's rollout dump of one step (trainer_base._write_generations): a line a sample, uid <prompt>_<rollout>_<n>."""
+    import json
+
+    return "".join(json.dumps({"input": f"user Digits: {g} 1 6 7. Which is below 5? assistant", "output": f"\\boxed{{{i}}}",
+                               "gts": str(g), "score": score, "step": step, "uid": f"p{g}_{i}_0"}) + "\n"
+                   for g, scores in enumerate(groups) for i, score in enumerate(scores))
+
+
+def test_samples_digest_counts_groups_without_signal_and_keeps_the_first_and_last_steps(tmp_path):
+    from verl_recipes.learn import samples
+
+    assert samples.digest(tmp_path / "none") == {}  # verl dumped nothing (a run that died at start-up)
+    (tmp_path / "1.jsonl").write_text(_dump(1, [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]))
+    (tmp_path / "2.jsonl").write_text(_dump(2, [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]]))
+    (tmp_path / "10.jsonl").write_text(_dump(10, [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]]))
+    digest = samples.digest(tmp_path)
+    # all alike, right or wrong, is a group GRPO cannot learn from
+    assert digest["zero_signal"] == {1: round(2 / 3, 3), 2: 0.0, 10: 1.0}
+    assert sorted(digest["examples"]) == [1, 10]  # numeric order, not 1, 10, 2
+    first = digest["examples"][1]
+    assert len(first) == samples.PROMPTS and first[0]["answer"] == "0"
+    assert first[0]["samples"] == [["\\boxed{0}", 0.0], ["\\boxed{1}", 1.0], ["\\boxed{2}", 0.0]]

@@ -1,6 +1,7 @@
 """`make <recipe>-learn TINY=<dir>`: the recipe's composed config + its tiny overlay + configs/learn/tiny, on the
 folder `python -m verl_recipes.learn.build` made (a warmed-up tiny model and its task's data), then the learning
-gates (verl_recipes/learn/gates.py). Writes learn.json and learn.png beside the run's metrics.
+gates (verl_recipes/learn/gates.py). Writes learn.json and learn.png beside the run's metrics, and verl's dumps of what
+the rollout sampled to generations/ there (learn.json's `samples` digests them: verl_recipes/learn/samples.py).
 
 A folder built with `--control shuffled` is the negative control of the score gates: the run passes when its score
 gate *fails*. One built with `--control stale` runs with the rollout's weights left stale from the first push
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from verl_recipes.catalog import Recipe, RecipeError
 from verl_recipes.check import gates as smoke_gates
-from verl_recipes.compose import split_args
-from verl_recipes.learn import gates
+from verl_recipes.compose import runs_dir, split_args
+from verl_recipes.learn import gates, samples
 from verl_recipes.runtime import faults
 
 OVERLAY = "+configs/learn=tiny"
@@ -94,8 +97,13 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     if info["control"] == "stale":  # every process of the run inherits it (launch.run_env)
         os.environ[faults.FAULT_ENV] = faults.STALE_WEIGHTS
     started = time.time()
-    overrides = learn_args(recipe, tiny, info.get("model")) + seed_args(seed) + split_args(args)
+    # the launch folder is named only once the launch starts: verl dumps into a folder of this run's own, moved there
+    runs_dir().mkdir(parents=True, exist_ok=True)
+    dumps = Path(tempfile.mkdtemp(prefix="learn-generations.", dir=runs_dir()))
+    overrides = (learn_args(recipe, tiny, info.get("model")) + seed_args(seed)
+                 + [f"trainer.rollout_data_dir={dumps}"] + split_args(args))
     rc, run_dir, cfg = launch(recipe, overrides, tag="-learn", mode="never")
+    shutil.move(dumps, run_dir / "generations")
     steps = smoke_gates.read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else {}
     result = gates.evaluate(steps, info["baseline"], tool=info["task"] == "seeded",
                             bypass=bool(cfg.algorithm.rollout_correction.bypass_mode))
@@ -106,7 +114,7 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
               "build_seed": info["seed"], "rc": rc,
               "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
               "reward": info["reward"], "warm_up": info["warm_up"], "steps": int(cfg.trainer.total_training_steps),
-              **result}
+              **result, "samples": samples.digest(run_dir / "generations")}
     (run_dir / "learn.json").write_text(json.dumps(report, indent=1, default=str))
     plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']}, seed {seed})", run_dir / "learn.png")
     for name, gate in result["gates"].items():
