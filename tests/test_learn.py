@@ -435,6 +435,9 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     for name, seed, passed, version in (("a", 1, True, 2), ("b", 2, False, 2), ("c", 3, True, 2), ("d", 1, False, None)):
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": seed, "passed": passed,
                                                            "task_version": version}))
+    for name, seed in (("g", 1), ("h", 2)):  # the same task at another lr (a card's learn_args) is counted apart
+        (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": seed, "passed": True, "task_version": 2,
+                                                           "lr": 1.5e-4}))
     (tmp_path / "c.metrics.jsonl").write_text("{}")
     for name, curves in (("e", {"score": {}}), ("f", {"score": {"1": 0.2}})):  # died at start-up; died at step 2
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "task": "u", "seed": 1, "passed": False, "rc": 1,
@@ -443,6 +446,7 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     assert "| r/v1 | t v2 | none | 2 / 3 | 1, 2, 3 |" in body
     assert "| r/v1 | u v1 | none | 0 / 2 | 1, 1 | exit 1 before step 1, exit 1 |" in body
     assert "| r/v1 | t v1 | none | 0 / 1 | 1 |" in body  # a record from before versions ran version 1
+    assert "| r/v1 | t v2 at lr 0.00015 | none | 2 / 2 | 1, 2 |" in body
     readme = (tally.RESULTS / "README.md").read_text()
     assert tally.written(readme, tally.table(tally.records())) == readme, "run python -m verl_recipes.learn.tally --write"
 
@@ -476,7 +480,8 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
         run_dir.mkdir()
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in steps.items()))
         cfg = OmegaConf.create({"algorithm": {"rollout_correction": {"bypass_mode": False}},
-                                "trainer": {"total_training_steps": 20}})
+                                "trainer": {"total_training_steps": 20},
+                                "actor_rollout_ref": {"actor": {"optim": {"lr": 5e-4}}}})
         return 0, run_dir, cfg
 
     monkeypatch.setattr(launch, "launch", fake_launch)
@@ -485,6 +490,7 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
     assert seen["fault"] == faults.STALE_WEIGHTS
     report = json.loads((tmp_path / "run" / "learn.json").read_text())
     assert (report["control"], report["passed"]) == ("stale", passed)
+    assert report["lr"] == 5e-4
     assert report["samples"]["zero_signal"] == {"1": 0.5}  # the dumps moved into the launch folder and digested
     assert (tmp_path / "run" / "generations" / "1.jsonl").exists() and not list((tmp_path / "runs").glob("learn-*"))
 

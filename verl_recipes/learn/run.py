@@ -114,7 +114,7 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
               "build_seed": info["seed"], "rc": rc,
               "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
               "reward": info["reward"], "warm_up": info["warm_up"], "steps": int(cfg.trainer.total_training_steps),
-              **result, "samples": samples.digest(run_dir / "generations")}
+              "lr": float(cfg.actor_rollout_ref.actor.optim.lr), **result, "samples": samples.digest(run_dir / "generations")}
     (run_dir / "learn.json").write_text(json.dumps(report, indent=1, default=str))
     plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']}, seed {seed})", run_dir / "learn.png")
     for name, gate in result["gates"].items():

@@ -34,7 +34,9 @@ def score(run: dict) -> str:
 def table(runs: list[dict]) -> str:
     groups = defaultdict(list)
     for run in runs:
-        task = f"{run['task']} v{run.get('task_version') or 1}"  # records from before versions ran version 1
+        # records from before versions ran version 1; a record that names its lr (from 2026-11-27 on) is counted
+        # apart from those at another lr, since a card's learn_args may change it for the same task
+        task = f"{run['task']} v{run.get('task_version') or 1}" + (f" at lr {run['lr']:g}" if "lr" in run else "")
         groups[(run["recipe"], task, run["control"])].append(run)
     lines = [HEADER]
     for (recipe, task, control), group in sorted(groups.items()):
