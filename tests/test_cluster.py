@@ -1,6 +1,7 @@
 """Recipes on a Ray cluster (verl_recipes/cluster.py): a real two-node Ray cluster on this machine (CPU only, two
-`ray start` processes) runs a job through `submit`, whose first step checks every node with the code the job
-ships; plus the GPU preflight, the node check's findings and what the job carries, without Ray."""
+`ray start` processes, in Ray's token authentication mode) runs a job through `submit`, whose first step checks every
+node with the code the job ships; a shell without the token is told how to pass it; plus the GPU preflight, the node
+check's findings and what the job carries, without Ray."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -66,6 +68,12 @@ def ray_cluster():
     temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     gcs, dashboard, client, head_agent, worker_agent = (_free_port() for _ in range(5))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("RAY_")}
+    # token mode, as scripts/slurm/recipe.sbatch starts its clusters; HOME here, so Ray writes nothing to the real one
+    # (a ~/.ray/auth_token left there turns every later `ray start` on this machine to token mode)
+    token = uuid.uuid4().hex
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, HOME=str(temp))
+    saved_token = os.environ.get("RAY_AUTH_TOKEN")
+    os.environ["RAY_AUTH_TOKEN"] = token  # this shell has the token: cluster.use_cluster_token sends it
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # as if the venv were activated
     common = ["--block", "--num-cpus=1", "--num-gpus=0", f"--temp-dir={temp}", "--disable-usage-stats",
               "--node-ip-address=127.0.0.1"]
@@ -95,6 +103,10 @@ def ray_cluster():
 
         yield ready
     finally:
+        if saved_token is None:
+            os.environ.pop("RAY_AUTH_TOKEN", None)
+        else:
+            os.environ["RAY_AUTH_TOKEN"] = saved_token
         sessions = {proc.pid for proc in procs}
         for proc in procs:  # SIGTERM to `ray start --block`: its reaper ends the node's processes
             proc.terminate()
@@ -153,6 +165,18 @@ def test_preflight_names_the_missing_gpus_of_a_live_cluster(ray_cluster):
     assert error.startswith(f"the recipe declares 1 node x 8 GPUs = 8 GPUs; the cluster at {address} has 0 (")
     with pytest.raises(RecipeError, match=r"only 2 of 3 nodes joined"):
         cluster.wait_for_nodes(address, 3, timeout_s=0)
+
+
+@pytest.mark.slow
+def test_a_shell_without_the_token_is_told_how_to_pass_it(ray_cluster, tmp_path):
+    address = ray_cluster()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"HOME": str(tmp_path)}
+    code = f"from verl_recipes import cluster; cluster.cluster_nodes({address!r})"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"the Ray cluster at {address} refused this shell (" in done.stderr, done.stderr[-2000:]
+    assert "export RAY_AUTH_TOKEN=" in done.stderr
+    assert not (tmp_path / ".ray").exists()  # asking wrote no token of its own
 
 
 def test_an_address_without_a_cluster_says_what_cluster_must_be():

@@ -33,6 +33,32 @@ def dashboard_url(address: str) -> str:
     return address if "://" in address else f"http://{address}"
 
 
+TOKEN_HINT = ("the cluster runs Ray's token authentication: give this shell the head's token, `export "
+              "RAY_AUTH_TOKEN=<the token>` or `export RAY_AUTH_TOKEN_PATH=<a file holding it>` (the head's "
+              "~/.ray/auth_token, or the file scripts/slurm/recipe.sbatch names), and run again")
+
+
+def use_cluster_token() -> None:
+    """Send the token this shell has (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) to the cluster. Ray's
+    clients send one only in token mode, which a process that starts no cluster never turns on by itself (Ray 2.60);
+    a cluster without token mode ignores it. RAY_AUTH_MODE, when set, is kept."""
+    from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def unreachable(address: str, err: Exception) -> RecipeError:
+    """What CLUSTER must be, or that the cluster wants a token this shell did not send."""
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if "Authentication" in str(err) or "auth token" in str(err).lower():
+        return RecipeError(f"the Ray cluster at {address} refused this shell ({reason}): {TOKEN_HINT}")
+    return RecipeError(
+        f"cannot reach a Ray cluster at {address} ({reason}). CLUSTER is the head's dashboard address, "
+        f"http://<head>:8265: start a head with `ray start --head --dashboard-host=0.0.0.0`, or let "
+        f"scripts/slurm/recipe.sbatch start the cluster"
+    )
+
+
 # ---------------------------------------------------------------- the cluster's GPUs
 
 
@@ -40,15 +66,11 @@ def cluster_nodes(address: str) -> list[dict]:
     """Alive nodes, read over the dashboard's HTTP state API: works from any machine that reaches the head."""
     from ray.util.state import list_nodes
 
+    use_cluster_token()
     try:
         nodes = list_nodes(address=dashboard_url(address), filters=[("state", "=", "ALIVE")], timeout=30)
-    except Exception as err:  # refused, no dashboard, timeout: all mean CLUSTER does not point at a live head
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise RecipeError(
-            f"cannot reach a Ray cluster at {address} ({reason}). CLUSTER is the head's dashboard address, "
-            f"http://<head>:8265: start a head with `ray start --head --dashboard-host=0.0.0.0`, or let "
-            f"scripts/slurm/recipe.sbatch start the cluster"
-        ) from None
+    except Exception as err:  # refused, no dashboard, timeout, no token: CLUSTER does not point at a head we may use
+        raise unreachable(address, err) from None
     return [{"id": n.node_id, "ip": n.node_ip, "gpus": int((n.resources_total or {}).get("GPU", 0))} for n in nodes]
 
 
@@ -164,10 +186,11 @@ def submit(recipe: Recipe, cfg: DictConfig, run_dir: Path, address: str, follow:
     job_dir = pack_job(shipped, run_dir, plan)
     print("[cluster] every node must see these paths (shared storage); the job checks that before verl starts:\n  "
           + "\n  ".join(plan["paths"]), flush=True)
+    use_cluster_token()
     try:
         client = JobSubmissionClient(dashboard_url(address))
-    except Exception as err:  # any failure here means no job server at that address
-        raise RecipeError(f"no Ray job server at {address} ({err}); CLUSTER is http://<head>:8265") from None
+    except Exception as err:  # no job server at that address, or one that wants a token
+        raise unreachable(address, err) from None
     job = client.submit_job(
         entrypoint=job_command(recipe, run_dir, train),
         submission_id=job_id(recipe, run_dir),
