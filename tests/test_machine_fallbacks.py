@@ -72,3 +72,14 @@ def test_a_dry_megatron_launch_on_this_machine_adds_both_fragments_and_says_so(c
     assert "flash-attn is not installed here: adding +configs/attention=megatron_fused" in out
     assert "apex's CUDA extension is not installed here: adding +configs/apex=absent" in out
     assert "backend fused" in "\n".join(plan.describe())
+
+
+def test_liger_kernels_are_a_fragment_verl_accepts_and_a_package_the_launch_checks():
+    from verl_recipes.check.recipe import check
+
+    recipe = catalog.parse("qwen25-7b-grpo")
+    assert "liger_kernel" not in required_packages(compose(recipe))
+    cfg = compose(recipe, ["+configs/kernels=liger"])
+    assert cfg.actor_rollout_ref.model.use_liger is True
+    assert check(recipe, ["+configs/kernels=liger"]) == []  # verl 0.9.1's schema and start-up asserts take it
+    assert required_packages(cfg)["liger_kernel"].startswith("liger-kernel (requirements/gpu.txt")

@@ -126,6 +126,8 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
         # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
         needs["flash_attn"] = (f"flash-attn (requirements/gpu-flash-attn.txt), or run without it: "
                                f"ARGS=\"+configs/attention={attention_fragment(cfg)}\" (a local launch adds it itself)")
+    if cfg.model_engine != "megatron" and cfg.actor_rollout_ref.model.get("use_liger"):
+        needs["liger_kernel"] = "liger-kernel (requirements/gpu.txt; configs/kernels/liger)"
     loggers = {"wandb": "wandb (configs/logging/wandb)", "tensorboard": "tensorboard (configs/logging/tensorboard)",
                "mlflow": "mlflow (configs/logging/mlflow)"}
     for backend in cfg.trainer.logger or []:
