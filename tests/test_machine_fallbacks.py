@@ -74,6 +74,7 @@ def test_a_dry_megatron_launch_on_this_machine_adds_both_fragments_and_says_so(c
     assert "backend fused" in "\n".join(plan.describe())
 
 
+@pytest.mark.slow  # a full check against verl: about 10 s on a quiet 2-core machine
 def test_liger_kernels_are_a_fragment_verl_accepts_and_a_package_the_launch_checks():
     from verl_recipes.check.recipe import check
 
