@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from verl_recipes.bench import e2e_inputs, e2e_report, lengths
+from verl_recipes.bench import e2e_inputs, e2e_report, lengths, model_shape
 from verl_recipes.bench.forced_lengths import ForcedLengths
 from verl_recipes.check.gates import read_metrics
 
@@ -74,11 +74,15 @@ def test_response_target_matches_the_sampled_distribution():
 
 
 def test_prompts_have_the_bench_lengths(tmp_path):
-    tok = e2e_inputs.write_tokenizer(tmp_path, vocab_size=512)
-    row = e2e_inputs.rows("train", 3, seed=0)[1]
-    ids = tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
-    assert len(ids) == lengths.sample(3, max_response=1, seed=0).prompts[1]
-    assert tok.decode([300, 511, EOS]) == "x300x511<|im_end|>"  # any id a random model samples decodes
+    from transformers import AutoTokenizer
+
+    config = model_shape.write("qwen2.5-1.5b", tmp_path, weights=False)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    for row, length in zip(e2e_inputs.rows("train", 3, seed=0), lengths.sample(3, max_response=1, seed=0).prompts):
+        ids = tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
+        assert len(ids) == length
+    last = config.vocab_size - 1  # any id a random model samples decodes
+    assert tok.decode([300, last, config.eos_token_id]) == f"x300x{last}<|im_end|>"
 
 
 def test_report_reduces_verl_metrics_after_the_warmup_step():

@@ -8,7 +8,8 @@ import time
 import pytest
 from conftest import run_dry
 
-from verl_recipes.bench import decode_floor, model_shape, rollout
+from verl_recipes import random_models
+from verl_recipes.bench import decode_floor, rollout
 
 H100_COPY_BYTES_PER_S = 3.0e12
 H100_GEMM_FLOPS = 774e12
@@ -16,7 +17,7 @@ H100_GEMM_FLOPS = 774e12
 
 @pytest.fixture(scope="module")
 def cost():
-    return decode_floor.DecodeCost.of(model_shape.config("qwen2.5-1.5b"))
+    return decode_floor.DecodeCost.of(random_models.hub_config("Qwen/Qwen2.5-1.5B-Instruct"))
 
 
 def test_decode_cost_of_qwen25_1_5b_matches_the_guide(cost):
@@ -114,7 +115,7 @@ def test_profiled_decode_step_against_its_floor(cost):
     args = rollout.parse_args(["--profile", "--profile-concurrency", "64"])
     profile = {"phases": {"decode": {"ranges": 62, "gpu_s": 0.16, "gpu_span_s": 0.21}}}
     step = rollout.profiled_decode_step(profile, args, cost, H100_COPY_BYTES_PER_S, H100_GEMM_FLOPS)
-    level, _ = rollout.level_requests(64, args)
+    level = rollout.level_lengths(64, args)
     context = level.prompts[:64].sum() + 64 * 31  # prompts plus half the profiled iterations
     floor = (cost.weight_bytes + cost.kv_bytes_per_token * context) / H100_COPY_BYTES_PER_S  # memory-bound at B=64
     assert step["floor_s"] == pytest.approx(floor)

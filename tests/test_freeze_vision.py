@@ -1,12 +1,14 @@
 """verl_recipes.runtime.freeze_vision: the vision tower of Qwen2.5-VL / Qwen3-VL stays bit-identical through real training steps."""
 
 import ast
+import functools
 import importlib.util
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +16,7 @@ import pytest
 import torch
 import verl
 from omegaconf import OmegaConf
-from transformers import AutoModelForImageTextToText, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoConfig, AutoModelForImageTextToText, Qwen2Config, Qwen2ForCausalLM
 from verl.workers.config import FSDPOptimizerConfig
 from verl.workers.config.optimizer import build_optimizer
 from verl.workers.engine import EngineRegistry, FSDPEngine
@@ -23,10 +25,11 @@ import verl_recipes.runtime.freeze_vision as freeze_vision
 from verl_recipes import catalog
 from verl_recipes.check.model import megatron_language_model, vision_freeze
 from verl_recipes.compose import compose
+from verl_recipes.smoke.tiny import MODELS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHECK_SCRIPT = REPO_ROOT / "tests" / "gpu" / "freeze_vision_check.py"
-# The GPU check script owns the tiny model configs; load it by path (site-packages has its own `tests`).
+# The GPU check script makes the image inputs; load it by path (site-packages has its own `tests`).
 _spec = importlib.util.spec_from_file_location("freeze_vision_check", CHECK_SCRIPT)
 check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check)
@@ -34,9 +37,16 @@ _spec.loader.exec_module(check)
 MODEL_TYPES = ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"]
 
 
+@functools.cache
+def tiny_config(model_type):
+    """The config of the smokes' tiny model of the family (verl_recipes/random_models.py)."""
+    with tempfile.TemporaryDirectory() as folder:
+        return AutoConfig.from_pretrained(MODELS[model_type](Path(folder)))
+
+
 def tiny_model(model_type):
     torch.manual_seed(0)
-    return AutoModelForImageTextToText.from_config(check.vl_config(model_type))
+    return AutoModelForImageTextToText.from_config(tiny_config(model_type))
 
 
 def is_vision(name):
@@ -47,18 +57,15 @@ def snapshot(model):
     return {name: param.detach().clone() for name, param in model.named_parameters()}
 
 
-def image_text_batch():
-    t, h, w = check.IMAGE_GRID_THW
-    image_tokens = t * h * w // check.MERGE**2
-    text = torch.arange(200, 216)
-    input_ids = torch.cat(
-        [torch.tensor([check.VISION_START_ID] + [check.IMAGE_TOKEN_ID] * image_tokens + [check.VISION_END_ID]), text]
-    ).unsqueeze(0)
+def image_text_batch(config):
+    generator = torch.Generator().manual_seed(0)
+    image, patches = check.image_inputs(config, generator)
+    input_ids = torch.cat([image, check.text_ids(config, 16, generator)]).unsqueeze(0)
     return dict(
         input_ids=input_ids,
         attention_mask=torch.ones_like(input_ids),
-        mm_token_type_ids=(input_ids == check.IMAGE_TOKEN_ID).long(),
-        pixel_values=torch.randn(t * h * w, 3 * check.PATCH * check.PATCH, generator=torch.Generator().manual_seed(0)),
+        mm_token_type_ids=(input_ids == config.image_token_id).long(),
+        pixel_values=patches,
         image_grid_thw=torch.tensor([check.IMAGE_GRID_THW]),
         labels=input_ids,
     )
@@ -70,7 +77,7 @@ def train_steps(model, steps=2):
     optimizer = build_optimizer(model.parameters(), FSDPOptimizerConfig(lr=1e-2, weight_decay=0.1))
     for _ in range(steps):
         optimizer.zero_grad()
-        model(**image_text_batch()).loss.backward()
+        model(**image_text_batch(model.config)).loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
         optimizer.step()
     return optimizer
@@ -251,16 +258,17 @@ class Float16Wrapper(torch.nn.Module):
 
 
 @pytest.mark.parametrize(
-    "chunks, first_stage, frozen_tensors",
-    [
-        ([MegatronVisionChunk("visual")], True, 30),  # Qwen2.5-VL: HF tower inside the Megatron model
-        ([Float16Wrapper(MegatronVisionChunk("vision_model"))], True, 30),  # Qwen3-VL naming, wrapped
-        ([Float16Wrapper(MegatronVisionChunk("vision_model", "qwen3_vl"))], True, 39),  # + merger, deepstack mergers
-        ([MegatronVisionChunk(None), MegatronVisionChunk("visual")], True, 30),  # virtual pipeline chunks
-        ([MegatronVisionChunk(None)], False, 0),  # later pipeline stages hold no tower
+    "make_chunks, first_stage, frozen_tensors",
+    [  # built in the test, not at collection
+        (lambda: [MegatronVisionChunk("visual")], True, 30),  # Qwen2.5-VL: HF tower inside the Megatron model
+        (lambda: [Float16Wrapper(MegatronVisionChunk("vision_model"))], True, 30),  # Qwen3-VL naming, wrapped
+        (lambda: [Float16Wrapper(MegatronVisionChunk("vision_model", "qwen3_vl"))], True, 39),  # + deepstack mergers
+        (lambda: [MegatronVisionChunk(None), MegatronVisionChunk("visual")], True, 30),  # virtual pipeline chunks
+        (lambda: [MegatronVisionChunk(None)], False, 0),  # later pipeline stages hold no tower
     ],
 )
-def test_megatron_pre_wrap_hook(chunks, first_stage, frozen_tensors):
+def test_megatron_pre_wrap_hook(make_chunks, first_stage, frozen_tensors):
+    chunks = make_chunks()
     hook = freeze_vision.megatron_pre_wrap_hook(lambda: first_stage)
 
     assert hook(chunks) is chunks

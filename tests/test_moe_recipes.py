@@ -258,9 +258,9 @@ def test_model_configs_hold_the_public_shapes(config, fields, total_params):
 
 @pytest.fixture(scope="module")
 def tiny_moe(tmp_path_factory):
-    from verl_recipes.smoke.tiny import build_qwen3_moe
+    from verl_recipes.smoke.tiny import MODELS
 
-    return build_qwen3_moe(tmp_path_factory.mktemp("qwen3_moe"))
+    return MODELS["qwen3_moe"](tmp_path_factory.mktemp("qwen3_moe"))
 
 
 def test_the_tiny_qwen3_moe_has_the_30b_architecture_and_routes_every_layer(tiny_moe):
@@ -281,10 +281,11 @@ def test_the_tiny_qwen3_moe_has_the_30b_architecture_and_routes_every_layer(tiny
 @pytest.mark.parametrize("name", [STANDIN, VL])
 def test_the_tiny_layouts_split_the_tiny_models(name):
     """EP divides the experts, TP the heads and KV heads, PP the layers, and the GPUs hold the trainer: the tiny
-    smokes' layouts (configs/smoke/tiny_*megatron*) against tiny_moe.MOE and the tiny text shape."""
+    smokes' layouts (configs/smoke/tiny_*megatron*) against the tiny Qwen3-MoE (random_models.TINY)."""
+    from verl_recipes.random_models import TINY
     from verl_recipes.smoke.run import overlay_args, tiny_overlays
-    from verl_recipes.smoke.tiny import TEXT_SHAPE
-    from verl_recipes.smoke.tiny_moe import MOE
+
+    tiny = TINY["qwen3_moe"]
 
     recipe = catalog.get(name)
     layouts = tiny_overlays(recipe)
@@ -295,8 +296,8 @@ def test_the_tiny_layouts_split_the_tiny_models(name):
         tp, pp, ep, etp = (m.tensor_model_parallel_size, m.pipeline_model_parallel_size, m.expert_model_parallel_size,
                            m.expert_tensor_parallel_size)
         gpus = cfg.trainer.n_gpus_per_node
-        assert MOE["num_experts"] % ep == 0 and TEXT_SHAPE["num_key_value_heads"] % tp == 0
-        assert TEXT_SHAPE["num_hidden_layers"] % (pp * (m.virtual_pipeline_model_parallel_size or 1)) == 0
+        assert tiny["num_experts"] % ep == 0 and tiny["num_key_value_heads"] % tp == 0
+        assert tiny["num_hidden_layers"] % (pp * (m.virtual_pipeline_model_parallel_size or 1)) == 0
         assert gpus % (tp * pp) == 0 and (gpus // pp) % (ep * etp) == 0  # experts fold over TP x DP
     assert (tp, ep, gpus) == (2, 2, 2)  # the two-GPU layout exercises TP and EP
     with pytest.raises(catalog.RecipeError, match="tiny overlays are tiny_gpu_megatron, tiny_2gpu_megatron_tp2_ep2"):

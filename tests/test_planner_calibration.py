@@ -79,12 +79,12 @@ def test_fsdp_tiny_plan_tracks_the_measured_allocator_peak(tmp_path):
     from verl_recipes.compose import compose
     from verl_recipes.planner import plan
     from verl_recipes.smoke.run import overlay_args
-    from verl_recipes.smoke.tiny import build_qwen2
+    from verl_recipes.smoke.tiny import MODELS
 
     steps = gates.read_metrics(RESULTS.parent / "smoke/qwen25-7b-grpo-v1.tiny-h200.metrics.jsonl")
     measured = max(step["actor/perf/max_memory_allocated_gb"] for step in steps.values()
                    if "actor/perf/max_memory_allocated_gb" in step)
-    model = build_qwen2(tmp_path / "model")
+    model = MODELS["qwen2"](tmp_path / "model")
     recipe = catalog.parse("qwen25-7b-grpo")
     result = plan(compose(recipe, overlay_args(recipe, True, str(model))), model / "config.json")
     assert abs(result.allocated_gib - measured) / measured < 0.05, (result.allocated_gib, measured)

@@ -64,13 +64,13 @@ def test_the_call_rate_a_learning_run_baselines_on_is_sampled_from_the_model(tau
     rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/aime2024.parquet").to_dict("records")[:8]
     schemas = tool_schemas(REPO / "agents/code_interpreter.yaml")
     assert sampled_call_rate(taught_retool / "model", schemas, rows, seed=0) >= 0.6
-    random_model = tiny.build_qwen2(tmp_path / "random")
+    random_model = tiny.MODELS["qwen2"](tmp_path / "random")
     assert sampled_call_rate(random_model, schemas, rows, seed=0) < 0.1
 
 
 def test_agent_prompts_with_their_tool_schemas_fit_the_tiny_budget(taught_retool, tmp_path):
     retool_rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/train.parquet").to_dict("records")
-    vl_folder = tiny_vl.build_qwen2_5_vl(tmp_path / "vl")
+    vl_folder = tiny.MODELS["qwen2_5_vl"](tmp_path / "vl")
     deepeyes_rows = tiny_vl.deepeyes_rows("train", 8, random.Random(0))
     for recipe, folder, rows, tool in [(RETOOL, taught_retool / "model", retool_rows, "code_interpreter"),
                                        (DEEPEYES, vl_folder, deepeyes_rows, "image_zoom")]:

@@ -4,10 +4,10 @@ logits it gets alone."""
 
 import pytest
 import torch
-from transformers import Qwen2ForCausalLM
+from transformers import AutoConfig, Qwen2ForCausalLM
 
-from verl_recipes.bench import model_shape
 from verl_recipes.runtime import varlen_attention
+from verl_recipes.smoke.tiny import MODELS
 
 
 def random_qkv(total, heads=4, kv_heads=2, head_dim=16, seed=0):
@@ -81,8 +81,8 @@ def test_refuses_dropout_and_missing_position_ids():
         varlen_attention.torch_varlen_attention(None, query, key, value, None)
 
 
-def test_qwen2_with_torch_varlen_keeps_packed_sequences_apart(monkeypatch):
-    config = model_shape.config("tiny")
+def test_qwen2_with_torch_varlen_keeps_packed_sequences_apart(monkeypatch, tmp_path):
+    config = AutoConfig.from_pretrained(MODELS["qwen2"](tmp_path))
     config._attn_implementation = varlen_attention.NAME
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config).eval()

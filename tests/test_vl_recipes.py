@@ -14,8 +14,10 @@ from verl_recipes import catalog
 from verl_recipes.catalog import REPO
 from verl_recipes.check.passthrough import check as open_dict_errors
 from verl_recipes.compose import compose, flatten
+from verl_recipes.random_models import FUSED_EXPERTS
 from verl_recipes.rewards.geo3k import compute_score
 from verl_recipes.smoke import tiny_vl
+from verl_recipes.smoke.tiny import MODELS
 
 DAPO = "qwen25-vl-7b-geo3k-dapo"
 QWEN3 = "qwen3-vl-8b-geo3k-dapo"
@@ -163,13 +165,12 @@ def test_open_dict_rules_name_the_broken_key(changes, expected):
 
 # ------------------------------------------------------------------------------------------------ tiny VL models
 
-FAMILIES = {"qwen2_5_vl": tiny_vl.build_qwen2_5_vl, "qwen3_vl": tiny_vl.build_qwen3_vl,
-            "qwen3_vl_moe": tiny_vl.build_qwen3_vl_moe}
+FAMILIES = ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
-    return {family: build(tmp_path_factory.mktemp(family)) for family, build in FAMILIES.items()}
+    return {family: MODELS[family](tmp_path_factory.mktemp(family)) for family in FAMILIES}
 
 
 def _image_processor(folder):
@@ -250,7 +251,7 @@ def test_the_tiny_vl_moe_stores_its_experts_as_the_hub_does(tiny_models):
     experts, hidden, inner = text["num_local_experts"], text["hidden_size"], text["moe_intermediate_size"]
     assert len({hidden, inner, 2 * inner}) == 3
     disk = load_file(folder / "model.safetensors")
-    fused = {k: v for k, v in disk.items() if k.endswith(tiny_vl.FUSED_EXPERTS)}
+    fused = {k: v for k, v in disk.items() if k.endswith(FUSED_EXPERTS)}
     assert len(fused) == 2 * text["num_hidden_layers"]
     for name, weight in fused.items():
         expected = (experts, hidden, 2 * inner) if name.endswith("gate_up_proj") else (experts, inner, hidden)

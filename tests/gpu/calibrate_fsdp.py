@@ -41,10 +41,12 @@ import time
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from functools import partial
+from pathlib import Path
 from unittest import mock
 
 import torch
 
+from verl_recipes.bench import model_shape as bench_shapes
 from verl_recipes.bench.verl_actor import build_actor_engine
 from verl_recipes.planner import fsdp_memory
 from verl_recipes.planner.model_shape import (
@@ -59,46 +61,7 @@ from verl_recipes.verl_cpu import use_cpu_platform
 
 GIB = 2**30
 TOLERANCE = 0.10  # the planner's target: within 10% of the measured peak
-QWEN2_5_COMMON = {
-    "model_type": "qwen2",
-    "architectures": ["Qwen2ForCausalLM"],
-    "num_key_value_heads": 2,
-    "vocab_size": 151936,
-    "tie_word_embeddings": True,
-    "max_position_embeddings": 32768,
-    "rms_norm_eps": 1e-6,
-}
-# Published Qwen2.5 shapes (HF config.json); "tiny" is for the CPU dry run.
-MODEL_SIZES = {
-    "qwen2.5-0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14},
-    "qwen2.5-1.5b": {
-        "hidden_size": 1536,
-        "intermediate_size": 8960,
-        "num_hidden_layers": 28,
-        "num_attention_heads": 12,
-    },
-    "tiny": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "vocab_size": 512,
-    },
-}
-FIRST_TOKEN_ID = 10  # random token ids start above the special ids
-
-
-def hf_config_dict(size: str) -> dict:
-    return {**QWEN2_5_COMMON, **MODEL_SIZES[size]}
-
-
-def save_random_model(config: dict, path: str) -> None:
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
-    torch.manual_seed(0)
-    hf_config = Qwen2Config(**{key: value for key, value in config.items() if key != "model_type"})
-    # bf16 on disk halves the write; verl loads it back as fp32 (model_dtype fp32) like a real checkpoint
-    AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(path)
+FIRST_TOKEN_ID = 10  # random token ids start above the tiny tokenizer's special ids
 
 
 def compose_actor_config(model_path: str, fused: bool, remove_padding: bool):
@@ -216,12 +179,11 @@ def non_allocator_gib() -> float:
     return (total - free - torch.cuda.memory_reserved()) / GIB
 
 
-def run_setting(args, model_path: str, fused: bool) -> tuple[list[dict], dict]:
+def run_setting(args, model_path: str, vocab_size: int, fused: bool) -> tuple[list[dict], dict]:
     """Build one engine (fused kernels on or off), warm it up, then measure every token budget."""
     from verl.workers.utils.losses import ppo_loss
 
     on_gpu = not args.cpu_dry_run
-    vocab_size = hf_config_dict(args.size)["vocab_size"]
     started = time.perf_counter()
     engine, actor_config = build_actor_engine(compose_actor_config(model_path, fused, args.remove_padding))
     setting = {"use_fused_kernels": fused, "engine_build_s": round(time.perf_counter() - started, 1)}
@@ -490,13 +452,13 @@ def results_note(report: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-dry-run", action="store_true", help="run the same path on CPU with a tiny model")
-    parser.add_argument("--size", choices=sorted(MODEL_SIZES), help="default: qwen2.5-1.5b, tiny with --cpu-dry-run")
+    parser.add_argument("--size", choices=bench_shapes.SHAPES, help="default: qwen2.5-1.5b, tiny with --cpu-dry-run")
     parser.add_argument("--tokens", help="comma-separated token budgets per micro-batch, ascending")
     parser.add_argument("--seq-len", type=int, help="sequence length; tokens / seq-len sequences per micro-batch")
     parser.add_argument("--remove-padding", action="store_true", help="use_remove_padding=True, one sequence/arm")
     parser.add_argument("--fused", choices=["both", "off", "on"], default="both", help="use_fused_kernels arms")
     args = parser.parse_args()
-    args.size = args.size or ("tiny" if args.cpu_dry_run else "qwen2.5-1.5b")
+    args.size = args.size or (bench_shapes.TINY if args.cpu_dry_run else "qwen2.5-1.5b")
     args.seq_len = args.seq_len or (32 if args.cpu_dry_run else 2048)
     default_tokens = "64,128" if args.cpu_dry_run else "2048,4096,8192,16384,32768"
     try:
@@ -519,16 +481,17 @@ def main() -> int:
     torch.distributed.init_process_group("gloo" if args.cpu_dry_run else "cpu:gloo,cuda:nccl", rank=0, world_size=1)
 
     started = time.perf_counter()
-    config = hf_config_dict(args.size)
-    shape = model_shape(config)
     # off before on: verl's fused patch replaces Qwen2ForCausalLM.forward on the class and never restores it
     fused_settings = {"both": [False, True], "off": [False], "on": [True]}[args.fused]
     arms, settings = [], []
     with tempfile.TemporaryDirectory() as model_path:
-        save_random_model(config, model_path)
+        # bf16 on disk, as a real checkpoint; verl loads it back as fp32 (model_dtype fp32)
+        vocab_size = bench_shapes.write(args.size, model_path, weights=True).vocab_size
+        config = json.loads((Path(model_path) / "config.json").read_text())
+        shape = model_shape(config)
         print(f"model saved in {time.perf_counter() - started:.1f}s", flush=True)
         for fused in fused_settings:
-            setting_arms, setting = run_setting(args, model_path, fused)
+            setting_arms, setting = run_setting(args, model_path, vocab_size, fused)
             arms += setting_arms
             settings.append(setting)
     summary = analyse(shape, arms)

@@ -21,6 +21,7 @@ import gc
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -102,17 +103,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     on_gpu = not args.cpu_dry_run
     if args.cpu_dry_run:
-        args.shape, args.tokens, args.seq_len = "tiny", "64,128", 32
+        args.shape, args.tokens, args.seq_len = bench_shapes.TINY, "64,128", 32
     token_list = [int(t) for t in args.tokens.split(",")]
     verl_actor.init_ranks(cpu=not on_gpu, port=29533)
-    shape = model_shape(bench_shapes.config(args.shape).to_dict())
-    vocab_size = bench_shapes.SHAPES[args.shape]["vocab_size"]
     payload = report.environment(args.cpu_dry_run)
-    payload.update(eager=args.eager, shape=args.shape, hf_config=bench_shapes.config(args.shape).to_dict(), seq_len=args.seq_len, chunk=CHUNK, logprobs="verl_recipes.runtime.logprobs",
-                   attention=varlen_attention.NAME, rows=[])
     logprobs.use(True)
     with tempfile.TemporaryDirectory() as model_path:
-        bench_shapes.write(args.shape, model_path, weights=True)
+        hf_config = bench_shapes.write(args.shape, model_path, weights=True)
+        shape, vocab_size = model_shape(Path(model_path)), hf_config.vocab_size
+        payload.update(eager=args.eager, shape=args.shape, hf_config=hf_config.to_dict(), seq_len=args.seq_len,
+                       chunk=CHUNK, logprobs="verl_recipes.runtime.logprobs", attention=varlen_attention.NAME, rows=[])
         for chunking in (False, True):
             config = verl_actor.compose(model_path, overrides(max(token_list), chunking, args.eager))
             worker = verl_actor.build_worker(config)

@@ -4,7 +4,8 @@ It follows ActorRolloutRefWorker.init_model and update_actor without Ray: compos
 with the keys a recipe sets, build HFModelConfig from it (which imports the hook through
 `actor_rollout_ref.model.external_lib`), build the actor engine with EngineRegistry.new, initialize it, and
 run engine.train_batch with verl's ppo_loss on a padded PPO batch with images, converted like
-RayPPOTrainer._update_actor does. The model is a random-init Qwen2.5-VL (or Qwen3-VL, Qwen3-VL-MoE) saved to a temp dir.
+RayPPOTrainer._update_actor does. The model is a random-init Qwen2.5-VL (or Qwen3-VL, Qwen3-VL-MoE) saved to a temp dir
+(verl_recipes/random_models.py).
 
 Runs: fsdp2 with the hook, fsdp2 without it (memory and time baseline; the vision tower must move there,
 which proves the check can fail), FSDP1 with use_orig_params=False, which the hook must refuse with a clear
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,76 +34,45 @@ from verl_recipes.bench.verl_actor import build_actor_engine
 from verl_recipes.verl_cpu import use_cpu_platform
 
 HOOK_MODULE = "verl_recipes.runtime.freeze_vision"
-IMAGE_TOKEN_ID, VIDEO_TOKEN_ID, VISION_START_ID, VISION_END_ID = 100, 101, 102, 103
-VOCAB_SIZE = 512
-# tiny: seconds on CPU. medium: a vision tower big enough (~165M params) that its grads and AdamW state show
-# up in peak memory and step time on a GPU.
-SIZES = {
-    "tiny": dict(text_hidden=32, text_heads=4, mrope=[2, 1, 1], vision_hidden=16, vision_depth=2, vision_heads=2),
-    "medium": dict(
-        text_hidden=1024, text_heads=16, mrope=[8, 12, 12], vision_hidden=1280, vision_depth=8, vision_heads=16
-    ),
-}
-PATCH, MERGE = 14, 2
+# tiny: the smokes' tiny model of the family, seconds on CPU. medium: the real vision tower of the family's smallest
+# hub model (Qwen2.5-VL-3B's: 0.67B params) under 2 text layers, so that its grads and AdamW state show up in peak
+# memory and step time on a GPU.
+MEDIUM = {"qwen2_5_vl": "Qwen/Qwen2.5-VL-3B-Instruct", "qwen3_vl": "Qwen/Qwen3-VL-2B-Instruct",
+          "qwen3_vl_moe": "Qwen/Qwen3-VL-30B-A3B-Instruct"}
+SIZES = ("tiny", "medium")
 IMAGE_GRID_THW = (1, 8, 8)  # 64 patches -> 16 image tokens after the 2x2 merge
 
 
-def vl_config(model_type: str, size: str = "tiny"):
-    """A small Qwen2.5-VL, Qwen3-VL or Qwen3-VL-MoE config (HF transformers classes) for random-init checks."""
-    from transformers import Qwen2_5_VLConfig, Qwen3VLConfig, Qwen3VLMoeConfig
+def save_random_model(model_type: str, size: str, path: str):
+    """The random-init model (verl_recipes/random_models.py) in `path`; returns its config."""
+    from transformers import AutoConfig
 
-    dims = SIZES[size]
-    heads = dims["text_heads"]
-    text = dict(
-        hidden_size=dims["text_hidden"],
-        intermediate_size=2 * dims["text_hidden"],
-        num_hidden_layers=2,
-        num_attention_heads=heads,
-        num_key_value_heads=heads // 2,
-        vocab_size=VOCAB_SIZE,
-        max_position_embeddings=1024,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
-    vision = dict(
-        depth=dims["vision_depth"],
-        hidden_size=dims["vision_hidden"],
-        intermediate_size=2 * dims["vision_hidden"],
-        num_heads=dims["vision_heads"],
-        out_hidden_size=dims["text_hidden"],
-        patch_size=PATCH,
-        spatial_merge_size=MERGE,
-        temporal_patch_size=1,
-    )
-    # transformers 5 rope format; mrope_section sums to head_dim / 2
-    text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": dims["mrope"]}
-    ids = dict(image_token_id=IMAGE_TOKEN_ID, video_token_id=VIDEO_TOKEN_ID, vision_start_token_id=VISION_START_ID)
-    if model_type == "qwen2_5_vl":
-        vision.update(window_size=PATCH * MERGE * 2, fullatt_block_indexes=[dims["vision_depth"] - 1])
-        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **ids)
-        config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
-    elif model_type in ("qwen3_vl", "qwen3_vl_moe"):
-        text["head_dim"] = dims["text_hidden"] // heads
-        vision.update(num_position_embeddings=64, deepstack_visual_indexes=[0])
-        if model_type == "qwen3_vl":
-            config = Qwen3VLConfig(text_config=text, vision_config=vision, **ids)
-            config.architectures = ["Qwen3VLForConditionalGeneration"]
-        else:  # Qwen3-VL-30B-A3B's family: the same tower, an MoE language model (4 experts, top-2 here)
-            text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=dims["text_hidden"])
-            config = Qwen3VLMoeConfig(text_config=text, vision_config=vision, **ids)
-            config.architectures = ["Qwen3VLMoeForConditionalGeneration"]
+    from verl_recipes import random_models
+    from verl_recipes.smoke.tiny import MODELS
+
+    if size == "tiny":
+        MODELS[model_type](Path(path))
     else:
-        raise ValueError(f"--model must be qwen2_5_vl, qwen3_vl or qwen3_vl_moe, got {model_type!r}")
-    config.tie_word_embeddings = False
-    return config
+        random_models.build(Path(path), MEDIUM[model_type], layers=2)
+    return AutoConfig.from_pretrained(path)
 
 
-def save_random_model(model_type: str, size: str, path: str) -> None:
-    from transformers import AutoModelForImageTextToText
+def image_inputs(config, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One image as the processor hands it to the model: its tokens (vision start, one image token per merged patch,
+    vision end) and its patches."""
+    vision = config.vision_config
+    t, h, w = IMAGE_GRID_THW
+    image_tokens = t * h * w // vision.spatial_merge_size**2
+    tokens = [config.vision_start_token_id] + [config.image_token_id] * image_tokens + [config.vision_end_token_id]
+    patches = torch.randn(t * h * w, 3 * vision.temporal_patch_size * vision.patch_size**2, generator=generator)
+    return torch.tensor(tokens), patches
 
-    torch.manual_seed(0)
-    AutoModelForImageTextToText.from_config(vl_config(model_type, size)).save_pretrained(path)
+
+def text_ids(config, count: int, generator: torch.Generator) -> torch.Tensor:
+    """Random text tokens, above the vision tokens (the model finds an image by them)."""
+    first = max(config.image_token_id, config.video_token_id, config.vision_start_token_id,
+                config.vision_end_token_id) + 1
+    return torch.randint(first, config.text_config.vocab_size, (count,), generator=generator)
 
 
 def compose_actor_config(model_path: str, strategy: str, use_orig_params: bool, freeze: bool):
@@ -130,36 +101,30 @@ def compose_actor_config(model_path: str, strategy: str, use_orig_params: bool, 
         return compose("ppo_trainer", overrides=overrides).actor_rollout_ref
 
 
-def ppo_batch(batch_size: int):
-    """A padded PPO batch with one image per prompt, converted the way RayPPOTrainer._update_actor does."""
+def ppo_batch(batch_size: int, config):
+    """A padded PPO batch with one image per prompt for the model of `config`, converted the way
+    RayPPOTrainer._update_actor does."""
     from verl import DataProto
     from verl.utils import tensordict_utils as tu
     from verl.workers.utils.padding import left_right_2_no_padding
 
     generator = torch.Generator().manual_seed(1)
-    t, h, w = IMAGE_GRID_THW
-    image_tokens = t * h * w // MERGE**2
-    prompt_len, response_len = image_tokens + 8, 8
-    patch_dim = 3 * PATCH * PATCH  # temporal_patch_size 1
+    response_len = 8
     prompts, attention, responses, response_mask, mm_inputs = [], [], [], [], []
     for index in range(batch_size):
+        image, patches = image_inputs(config, generator)
+        prompt_len = len(image) + 6
         left_pad, right_pad = index % 3, (index * 2) % 5
-        text = torch.randint(200, VOCAB_SIZE, (prompt_len - image_tokens - 2 - left_pad,), generator=generator)
-        image = torch.tensor([VISION_START_ID] + [IMAGE_TOKEN_ID] * image_tokens + [VISION_END_ID])
+        text = text_ids(config, prompt_len - len(image) - left_pad, generator)
         prompts.append(torch.cat([torch.zeros(left_pad, dtype=torch.long), image, text]))
-        response = torch.randint(200, VOCAB_SIZE, (response_len,), generator=generator)
+        response = text_ids(config, response_len, generator)
         response[response_len - right_pad :] = 0
         responses.append(response)
         mask = torch.ones(response_len, dtype=torch.long)
         mask[response_len - right_pad :] = 0
         response_mask.append(mask)
         attention.append(torch.cat([(torch.arange(prompt_len) >= left_pad).long(), mask]))
-        mm_inputs.append(
-            {
-                "pixel_values": torch.randn(t * h * w, patch_dim, generator=generator),
-                "image_grid_thw": torch.tensor([IMAGE_GRID_THW]),
-            }
-        )
+        mm_inputs.append({"pixel_values": patches, "image_grid_thw": torch.tensor([IMAGE_GRID_THW])})
     prompts, responses = torch.stack(prompts), torch.stack(responses)
     attention_mask, response_mask = torch.stack(attention), torch.stack(response_mask)
     text_positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
@@ -213,7 +178,7 @@ def is_vision(name: str) -> bool:
     return ".visual." in f".{name}"
 
 
-def run_case(args, model_path: str, strategy: str, use_orig_params: bool, freeze: bool) -> dict:
+def run_case(args, model_path: str, config, strategy: str, use_orig_params: bool, freeze: bool) -> dict:
     from verl.workers.utils.losses import ppo_loss
 
     label = f"{strategy}{'' if strategy == 'fsdp2' else f'(use_orig_params={use_orig_params})'} freeze={freeze}"
@@ -232,7 +197,7 @@ def run_case(args, model_path: str, strategy: str, use_orig_params: bool, freeze
     step_times = []
     with engine.train_mode():
         for _ in range(args.steps):
-            data = ppo_batch(batch_size=4)
+            data = ppo_batch(4, config)
             if on_gpu:
                 torch.cuda.synchronize()
             start = time.perf_counter()
@@ -295,7 +260,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-dry-run", action="store_true", help="run the same path on CPU with a tiny model")
     parser.add_argument("--model", default="qwen2_5_vl", choices=["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
-    parser.add_argument("--size", choices=sorted(SIZES), help="default: medium on GPU, tiny with --cpu-dry-run")
+    parser.add_argument("--size", choices=SIZES, help="default: medium on GPU, tiny with --cpu-dry-run")
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per case (first one is warm-up)")
     args = parser.parse_args()
     args.size = args.size or ("tiny" if args.cpu_dry_run else "medium")
@@ -313,14 +278,14 @@ def main() -> int:
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as model_path:
-        save_random_model(args.model, args.size, model_path)
+        config = save_random_model(args.model, args.size, model_path)
         results = [
-            run_case(args, model_path, "fsdp2", use_orig_params=False, freeze=True),
-            run_case(args, model_path, "fsdp2", use_orig_params=False, freeze=False),
+            run_case(args, model_path, config, "fsdp2", use_orig_params=False, freeze=True),
+            run_case(args, model_path, config, "fsdp2", use_orig_params=False, freeze=False),
             run_refusal_case(model_path),
         ]
         if not args.cpu_dry_run:  # verl builds FSDP1 with sync_module_states=True, which torch allows on GPU only
-            results.append(run_case(args, model_path, "fsdp", use_orig_params=True, freeze=True))
+            results.append(run_case(args, model_path, config, "fsdp", use_orig_params=True, freeze=True))
     passed = all(result["passed"] for result in results)
     summary = {
         "passed": passed,

@@ -499,8 +499,6 @@ def main(argv=None) -> int:
     batch_lengths = lengths.sample(
         args.num_seqs, args.max_response, args.min_prompt, args.max_prompt, args.median, seed=0
     )
-    vocab_size = model_shape.SHAPES[args.shape]["vocab_size"]
-    payload["model"] = {"shape": args.shape, **model_shape.SHAPES[args.shape]}
     payload["lengths"] = batch_lengths.summary()
     payload["conditions"] = {  # every ratio depends on these
         "flash_attn_installed": varlen_attention_module_found("flash_attn"),
@@ -522,7 +520,7 @@ def main(argv=None) -> int:
         "profile": PROFILE_FRAGMENT if args.profile else None,
         "balance_batch": args.world_size > 1,  # verl's trainer.balance_batch splits the mini-batch over the ranks
     }
-    from transformers import Qwen2ForCausalLM
+    from transformers import AutoConfig, Qwen2ForCausalLM
 
     original_forward = Qwen2ForCausalLM.forward
     arms, proxy = {}, None
@@ -531,6 +529,8 @@ def main(argv=None) -> int:
             model_shape.write(args.shape, own_path, weights=True)
         model_path = [own_path]
         torch.distributed.broadcast_object_list(model_path, src=0)  # one host: every rank reads rank 0's folder
+        config = AutoConfig.from_pretrained(model_path[0])
+        vocab_size, payload["model"] = config.vocab_size, model_shape.summary(args.shape, config)
         for arm in args.arms:
             if args.rank == 0:
                 print(f"== arm {arm} ({time.perf_counter() - started:.0f}s)", flush=True)

@@ -1,9 +1,9 @@
 """End to end: whole GRPO steps of a recipe through verl's trainer, against verl's example settings and the async variants.
 
 One arm per call (verl_recipes/bench/e2e_arms.py): a random-init model of a real shape (Qwen2.5-1.5B, or 7B with
---shape) and long-tail prompts are written first (e2e_inputs.py), response lengths follow lengths.py through the engine's
-forced lengths (forced_lengths.py), the arm runs --steps steps, and verl's own metrics.jsonl is reduced to
-$OUT/e2e.<arm>.json (e2e_report.py) with the conditions; metrics and config are copied beside it.
+--shape; model_shape.py) and long-tail prompts (e2e_inputs.py) are written first, response lengths follow lengths.py
+through the engine's forced lengths (forced_lengths.py), the arm runs --steps steps, and verl's own metrics.jsonl is
+reduced to $OUT/e2e.<arm>.json (e2e_report.py) with the conditions; metrics and config are copied beside it.
 
     python -m verl_recipes.bench.e2e --arm ours                 # GPU node, one arm, ~6-9 min (lent machine:
                                                                 # bash tests/gpu/bench_e2e.sh --arm ours)
@@ -27,7 +27,8 @@ from verl_recipes.catalog import RecipeError
 
 def prepare(work: Path, shape: str, weights: bool, num_prompts: int) -> tuple[Path, list[Path]]:
     """The model and data every arm reads; RL_DATA_DIR points the recipes' data fragment at the data."""
-    model = e2e_inputs.write_model(shape, work / f"model-{shape}", weights)
+    model = work / f"model-{shape}"
+    model_shape.write(shape, model, weights)
     files = e2e_inputs.write_data(work / "data", num_prompts)
     os.environ["RL_DATA_DIR"] = str(work / "data")
     return model, files
@@ -44,7 +45,7 @@ def dry_run(ns) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="e2e-dry-"))
     os.environ["RL_RUNS_DIR"] = str(work / "runs")
-    model, files = prepare(work, "tiny", weights=False, num_prompts=ns.batch)
+    model, files = prepare(work, model_shape.TINY, weights=False, num_prompts=ns.batch)
     failed = 0
     for arm in ns.arms.split(","):
         config, args = e2e_arms.config_of(arm, ns.recipe), arm_args(arm, ns, model, files)
@@ -141,7 +142,7 @@ def parse_args(argv):
     parser.add_argument("--cpu-dry-run", action="store_true", help="compose and prove every arm, print the commands")
     parser.add_argument("--compare", nargs=2, metavar=("OURS_JSON", "BASE_JSON"), help="ratios between two arms")
     parser.add_argument("--recipe", default="qwen25-7b-grpo", help="name[/vN]; the async arms take its variants")
-    parser.add_argument("--shape", choices=[s for s in model_shape.SHAPES if s != "tiny"], default="qwen2.5-1.5b")
+    parser.add_argument("--shape", choices=list(model_shape.HUB_IDS), default="qwen2.5-1.5b")
     parser.add_argument("--steps", type=int, default=3, help="training steps (the first is left out as warm-up)")
     parser.add_argument("--batch", type=int, default=64, help="prompts per step (x rollout.n samples)")
     parser.add_argument("--mini-batch", type=int, default=16, help="prompts per update (the recipe's 1024/256 ratio)")

@@ -1,75 +1,32 @@
-"""Random-init model folders for the benchmarks: Qwen2.5-1.5B's or 7B's shape (no hub, no real weights) or a tiny one."""
+"""The benches' model shapes by name: a real Qwen2.5 shape (verl_recipes/random_models.py build, from
+models/<hub id>/config.json; random init, no hub) or, for the CPU dry runs, a tiny Qwen2 with tied embeddings."""
 
-import os
+from pathlib import Path
 
-import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
-
-# Qwen/Qwen2.5-1.5B-Instruct's config.json: 1.54 B parameters, tied embeddings, 2 KV heads.
-SHAPES = {
-    "qwen2.5-1.5b": dict(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        vocab_size=151936,
-        max_position_embeddings=32768,
-        tie_word_embeddings=True,
-    ),
-    # Qwen/Qwen2.5-7B-Instruct's config.json: 7.62 B parameters, untied embeddings, 4 KV heads.
-    "qwen2.5-7b": dict(
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        vocab_size=152064,
-        max_position_embeddings=32768,
-        tie_word_embeddings=False,
-    ),
-    "tiny": dict(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=512,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-    ),
-}
+HUB_IDS = {"qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+           "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct"}
+TINY = "tiny"
+SHAPES = [*HUB_IDS, TINY]
+# what a bench report says of its model
+REPORTED = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+            "vocab_size", "max_position_embeddings", "tie_word_embeddings")
 
 
-def config(shape: str) -> Qwen2Config:
+def write(shape: str, folder: str | Path, weights: bool):
+    """The shape's model folder (random bf16 weights when asked; the tiny model always has them); returns its config."""
+    from transformers import AutoConfig
+
+    from verl_recipes import random_models
+    from verl_recipes.smoke.tiny import MODELS
+
     if shape not in SHAPES:
-        raise ValueError(f"model shape must be one of {sorted(SHAPES)}, got {shape!r}")
-    hf_config = Qwen2Config(
-        **SHAPES[shape],
-        rope_theta=1e6,
-        rms_norm_eps=1e-6,
-        hidden_act="silu",
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-        use_sliding_window=False,
-    )
-    hf_config.architectures = ["Qwen2ForCausalLM"]
-    return hf_config
+        raise ValueError(f"model shape must be one of {SHAPES}, got {shape!r}")
+    if shape == TINY:
+        MODELS["qwen2_tied"](Path(folder))
+    else:
+        random_models.build(Path(folder), HUB_IDS[shape], weights=weights)
+    return AutoConfig.from_pretrained(folder)
 
 
-def write(shape: str, path: str, weights: bool) -> str:
-    """config.json (plus bf16 random weights if asked) under path; weights are built on the GPU when there is one."""
-    os.makedirs(path, exist_ok=True)
-    hf_config = config(shape)
-    if not weights:
-        hf_config.save_pretrained(path)
-        return path
-    torch.manual_seed(0)
-    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = Qwen2ForCausalLM._from_config(hf_config, dtype=torch.bfloat16)
-    model.save_pretrained(path)
-    del model
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    return path
+def summary(shape: str, config) -> dict:
+    return {"shape": shape, **{key: getattr(config, key) for key in REPORTED}}

@@ -1,6 +1,6 @@
 """Rollout: vLLM 0.24 offline generation, eager vs our CUDA-graph settings, 0.5 vs 0.7 memory, against the HBM floor.
 
-A random-init Qwen2.5-1.5B-shaped model (config.json only; load_format="dummy", skip_tokenizer_init, token-id
+A random-init Qwen2.5-1.5B-shaped model (no weights; load_format="dummy", skip_tokenizer_init, token-id
 prompts) generates lengths imposed from verl_recipes.bench.lengths (ignore_eos, per-request max_tokens) in three arms:
   ours          enforce_eager=False (CUDA graphs + torch.compile), gpu_memory_utilization=0.7
                 (configs/rollout/vllm.yaml)
@@ -153,11 +153,16 @@ class TinyEngine:
         return done
 
 
-def level_requests(concurrency: int, args) -> tuple[lengths.Lengths, list[list[int]]]:
-    """The 2 x B requests of one concurrency level, identical in every arm (seeded by B)."""
-    level = lengths.sample(
+def level_lengths(concurrency: int, args) -> lengths.Lengths:
+    """The lengths of the 2 x B requests of one concurrency level, identical in every arm (seeded by B)."""
+    return lengths.sample(
         2 * concurrency, args.max_response, args.min_prompt, args.max_prompt, args.median, seed=concurrency
     )
+
+
+def level_requests(concurrency: int, args) -> tuple[lengths.Lengths, list[list[int]]]:
+    """The 2 x B requests of one concurrency level, their prompts random ids of the model's vocabulary."""
+    level = level_lengths(concurrency, args)
     rng = np.random.default_rng(concurrency)
     prompts = [rng.integers(3, args.vocab_size, size=int(n)).tolist() for n in level.prompts]
     return level, prompts
@@ -284,7 +289,7 @@ def profiled_decode_step(profile: dict, args, cost, bandwidth: float, peak: floa
     if not iterations:
         return {"iterations": 0}
     count = args.profile_concurrency
-    level, _ = level_requests(count, args)
+    level = level_lengths(count, args)
     context = float(level.prompts[:count].sum()) + count * iterations / 2
     floor = cost.step_seconds(count, 0, context, bandwidth, peak)
     kernel_s, span_s = decode["gpu_s"] / iterations, decode["gpu_span_s"] / iterations
@@ -292,12 +297,12 @@ def profiled_decode_step(profile: dict, args, cost, bandwidth: float, peak: floa
             "kernels_of_floor": floor / kernel_s, "span_of_floor": floor / span_s}
 
 
-def summarize(arms: dict, args, hardware: dict) -> tuple[dict, dict]:
-    """Adds the HBM floor to every level; returns the goals and the checks."""
-    cost = decode_floor.DecodeCost.of(model_shape.config(args.shape))
+def summarize(arms: dict, args, config, hardware: dict) -> tuple[dict, dict]:
+    """Adds the HBM floor of the model (its HF config) to every level; returns the goals and the checks."""
+    cost = decode_floor.DecodeCost.of(config)
     bandwidth, peak = hardware["copy_gbps"] * 1e9, hardware["gemm_tflops"] * 1e12
     for concurrency in args.concurrencies:
-        level, _ = level_requests(concurrency, args)
+        level = level_lengths(concurrency, args)
         floor = decode_floor.floor_seconds(level.prompts, level.responses, concurrency, cost, bandwidth, peak)
         for arm in arms.values():
             measured = arm.get("levels", {}).get(str(concurrency), {})
@@ -421,8 +426,7 @@ def parse_args(argv):
         parser.error(f"--concurrencies must be comma-separated integers, got {args.concurrencies!r}")
     if min(args.concurrencies) < 1:
         parser.error("--concurrencies must all be >= 1")
-    args.shape = "tiny" if dry else args.shape
-    args.vocab_size = model_shape.SHAPES[args.shape]["vocab_size"]
+    args.shape = model_shape.TINY if dry else args.shape
     args.max_response = args.max_response or (32 if dry else 2048)
     args.floor_goal_min = 8 if dry else 64  # the floor goal holds from this concurrency up
     args.min_prompt, args.max_prompt, args.median = (4, 16, 12) if dry else (100, 600, lengths.RESPONSE_MEDIAN)
@@ -432,6 +436,9 @@ def parse_args(argv):
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.arm:  # an arm process started by the parent
+        from transformers import AutoConfig
+
+        args.vocab_size = AutoConfig.from_pretrained(args.model_path).vocab_size
         with open(args.result, "w") as handle:
             json.dump(run_arm(args), handle)
         return 0
@@ -441,23 +448,23 @@ def main(argv=None) -> int:
         return 1
     payload = report.environment(args.cpu_dry_run)
     payload["ceilings"] = ceilings.measure(cpu_dry_run=args.cpu_dry_run)
-    payload["model"] = {"shape": args.shape, **model_shape.SHAPES[args.shape]}
-    payload["settings"] = {
-        "concurrencies": args.concurrencies,
-        "requests_per_level": {str(c): 2 * c for c in args.concurrencies},
-        "max_prompt": args.max_prompt,
-        "max_response": args.max_response,
-        "arms": {arm: ARMS[arm] for arm in args.arms},
-        "profile": {"preset": PROFILE_FRAGMENT, "concurrency": args.profile_concurrency,
-                    "tokens_per_request": args.profile_tokens} if args.profile else None,
-    }
-    payload["lengths"] = {str(c): level_requests(c, args)[0].summary() for c in args.concurrencies}
-    deadline = time.time() + args.time_budget_s - (time.perf_counter() - started)
-    with tempfile.TemporaryDirectory() as model_path:
-        model_shape.write(args.shape, model_path, weights=False)
+    with tempfile.TemporaryDirectory() as model_path:  # config and tokenizer only: vLLM loads dummy weights
+        config = model_shape.write(args.shape, model_path, weights=False)
+        payload["model"] = model_shape.summary(args.shape, config)
+        payload["settings"] = {
+            "concurrencies": args.concurrencies,
+            "requests_per_level": {str(c): 2 * c for c in args.concurrencies},
+            "max_prompt": args.max_prompt,
+            "max_response": args.max_response,
+            "arms": {arm: ARMS[arm] for arm in args.arms},
+            "profile": {"preset": PROFILE_FRAGMENT, "concurrency": args.profile_concurrency,
+                        "tokens_per_request": args.profile_tokens} if args.profile else None,
+        }
+        payload["lengths"] = {str(c): level_lengths(c, args).summary() for c in args.concurrencies}
+        deadline = time.time() + args.time_budget_s - (time.perf_counter() - started)
         arms = run_children(args, model_path, deadline)
     payload["arms"] = arms
-    payload["goals"], payload["checks"] = summarize(arms, args, payload["ceilings"])
+    payload["goals"], payload["checks"] = summarize(arms, args, config, payload["ceilings"])
     payload["wall_s"] = round(time.perf_counter() - started, 1)
     path = report.write_json("rollout", payload)
     print(f"wall {payload['wall_s']}s" + (f"; wrote {path}" if path else ""), flush=True)

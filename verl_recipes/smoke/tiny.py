@@ -1,7 +1,8 @@
 """Tiny random-init models and datasets for the one-GPU smoke path: no hub, built in seconds on a CPU.
 
     python -m verl_recipes.smoke.tiny OUT --recipe qwen25-7b-grpo
-writes OUT/model (a tiny model of the recipe's family, with a small BPE tokenizer) and OUT/data/<dataset>/...
+writes OUT/model (verl_recipes/random_models.py's tiny model of the recipe's family, with a small BPE tokenizer
+trained on the tiny prompts) and OUT/data/<dataset>/...
 for each dataset the recipe's card lists, in the same layout `verl_recipes.data.prepare` produces; run the smoke
 with RL_DATA_DIR=OUT/data.
 """
@@ -9,17 +10,16 @@ with RL_DATA_DIR=OUT/data.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
+from verl_recipes import random_models
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.data.prompts import DAPO_PREFIX, DAPO_SUFFIX, RETOOL_INSTRUCTION
 from verl_recipes.smoke import tiny_vl
-from verl_recipes.smoke.tiny_moe import MOE
 from verl_recipes.smoke.tokenizer import tiny_tokenizer
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -37,44 +37,6 @@ def build_tokenizer(folder: Path, rng: random.Random):
     corpus += [DAPO_PREFIX + _problem(rng)[0] + DAPO_SUFFIX for _ in range(200)]
     corpus += [_problem(rng)[0] + RETOOL_INSTRUCTION for _ in range(200)]
     return tiny_tokenizer(folder, corpus, SPECIAL)
-
-
-def _causal_lm(folder: Path, seed: int, config_class, model_class, **shape) -> Path:
-    """A random-init bf16 text model of `shape` with the tiny tokenizer; untied embeddings like the recipes' models
-    (Qwen2.5-7B, Qwen3-30B-A3B), since FSDP2 wraps an untied lm_head apart and some verl paths trip on it."""
-    import torch
-
-    folder.mkdir(parents=True, exist_ok=True)
-    tok = build_tokenizer(folder, random.Random(seed))
-    pad, eos = tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")
-    config = config_class(vocab_size=(len(tok) + 63) // 64 * 64, max_position_embeddings=4096,
-                          tie_word_embeddings=False, bos_token_id=pad, eos_token_id=eos, pad_token_id=pad,
-                          torch_dtype="bfloat16", **shape)
-    torch.manual_seed(seed)
-    model_class(config).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
-    (folder / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": pad, "eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": True}))
-    return folder
-
-
-# 4 layers, 4 heads of 64 (a head size vLLM's kernels support), GQA 2
-TEXT_SHAPE = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-                  num_key_value_heads=2)
-
-
-def build_qwen2(folder: Path, seed: int = 0) -> Path:
-    """A 4-layer Qwen2, the Qwen2.5 architecture."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    return _causal_lm(folder, seed, Qwen2Config, Qwen2ForCausalLM, **TEXT_SHAPE)
-
-
-def build_qwen3_moe(folder: Path, seed: int = 0) -> Path:
-    """A 4-layer Qwen3-MoE (Qwen3-30B-A3B's architecture: QK norm, every layer sparse, top-k normalised) with the
-    experts of tiny_moe.MOE."""
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
-
-    return _causal_lm(folder, seed, Qwen3MoeConfig, Qwen3MoeForCausalLM, **TEXT_SHAPE, **MOE)
 
 
 def _math_rows(split: str, n: int, rng: random.Random) -> list[dict]:
@@ -103,8 +65,10 @@ def _dapo_rows(split: str, n: int, rng: random.Random, retool: bool) -> list[dic
 # dataset name -> row maker; the file names come from verl_recipes.data.prepare.outputs so the recipe finds them
 ROWS = {"gsm8k_math": _math_rows, "geo3k": tiny_vl.geo3k_rows, "dapo_math": partial(_dapo_rows, retool=False),
         "dapo_math_retool": partial(_dapo_rows, retool=True), "deepeyes": tiny_vl.deepeyes_rows}
-MODELS = {"qwen2": build_qwen2, "qwen3_moe": build_qwen3_moe, "qwen2_5_vl": tiny_vl.build_qwen2_5_vl,
-          "qwen3_vl": tiny_vl.build_qwen3_vl, "qwen3_vl_moe": tiny_vl.build_qwen3_vl_moe}
+# family -> MODELS[family](folder, seed=0): random_models' tiny model, its tokenizer trained on the family's tiny prompts
+MODELS = {family: partial(random_models.build_tiny, family=family,
+                          tokenizer=tiny_vl.build_tokenizer if "vision_config" in config else build_tokenizer)
+          for family, config in random_models.TINY.items()}
 
 
 def write_datasets(datasets: list[str], data_dir: Path, seed: int = 0) -> list[Path]:

@@ -1,6 +1,6 @@
-"""The experts of the tiny Qwen3 MoE models (tiny.py build_qwen3_moe, tiny_vl.py build_qwen3_vl_moe).
+"""The experts of the tiny Qwen3 MoE models (verl_recipes/random_models.py TINY: qwen3_moe, qwen3_vl_moe).
 
-8 experts, top 2 (the real models: 128, top 8), each a 128-wide SwiGLU (96-wide in the tiny Qwen3-VL-MoE, tiny_vl.py),
+8 experts, top 2 (the real models: 128, top 8), each a 128-wide SwiGLU (96-wide in the tiny Qwen3-VL-MoE),
 in every layer (decoder_sparse_step 1, no dense layer), as Qwen3-30B-A3B and Qwen3-VL-30B-A3B. The counts divide the
 tiny two-GPU layouts: 8 experts over EP 2, 4 heads and 2 KV heads over TP 2, 4 layers over PP 2. Megatron runs them
 as grouped GEMMs (configs/megatron/moe).
