@@ -15,13 +15,16 @@ ARGS ?=
 RESUME ?= auto
 DRY ?=
 SEED ?= 0
+# GPUs of the node a `make <recipe>-node` runs on
+G ?= 4
 RECIPES := $(sort $(notdir $(wildcard recipes/*)))
 SELECT = --version "$(V)" --variant "$(VARIANT)" --args "$(ARGS)"
 
 .PHONY: help setup test test-fast lint check pin list runs cp diff $(RECIPES) \
 	$(addsuffix -show,$(RECIPES)) $(addsuffix -check,$(RECIPES)) $(addsuffix -plan,$(RECIPES)) \
 	$(addsuffix -upstream,$(RECIPES)) $(addsuffix -publish,$(RECIPES)) \
-	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -learn,$(RECIPES)) $(addsuffix -profile,$(RECIPES)) smoke bench bench-dry \
+	$(addsuffix -smoke,$(RECIPES)) $(addsuffix -learn,$(RECIPES)) $(addsuffix -node,$(RECIPES)) \
+	$(addsuffix -profile,$(RECIPES)) smoke bench bench-dry \
 	bench-e2e
 
 help:
@@ -46,6 +49,8 @@ help:
 	@echo "make <recipe>-learn TINY=dir    1 GPU: a warmed-up tiny model learns its task; gates on score, validation,"
 	@echo "                                 train/rollout agreement (dir from python -m verl_recipes.learn.build);"
 	@echo "                                 SEED=n reruns it with another prompt order and vLLM sampling (default 0)"
+	@echo "make <recipe>-node [G=4]        real model shape (random init), its own settings, 3 steps on this node of G GPUs"
+	@echo "                                 (G=8: the 8-GPU node smoke); gates, results/node/ record; DRY=1: plan, prove"
 	@echo "make smoke                      every recipe's smoke (on a CPU: DRY=1 prints and proves each config)"
 	@echo "make bench                      GPU: actor-update and rollout benchmarks vs verl defaults (bench/README.md)"
 	@echo "make bench-dry                  CPU: the same benchmarks on a tiny model"
@@ -119,6 +124,9 @@ $(addsuffix -smoke,$(RECIPES)): %-smoke:
 
 $(addsuffix -learn,$(RECIPES)): %-learn:
 	$(RECIPE) learn $* $(SELECT) --tiny "$(TINY)" --seed "$(SEED)"
+
+$(addsuffix -node,$(RECIPES)): %-node:
+	$(RECIPE) node $* $(SELECT) --gpus "$(G)" $(if $(DRY),--dry-run)
 
 smoke:
 	$(RECIPE) smoke all --args "$(ARGS)" $(SMOKE_FLAGS)

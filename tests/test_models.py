@@ -184,7 +184,7 @@ def test_the_launch_names_the_model_it_prepares_and_stops_on_an_absent_package(t
     monkeypatch.setattr(launch.models, "problems", lambda hub_id: [])
     commands = []
     monkeypatch.setattr(subprocess, "run", lambda command, **kw: commands.append(command[1:]))
-    monkeypatch.setattr(subprocess, "call", lambda command, **kw: commands.append(command[1:3]) or 0)
+    monkeypatch.setattr(launch.supervisor, "run", lambda command, cwd, env, log=None: commands.append(command[1:3]) or 0)
     launch.launch(recipe, [])
     assert commands == [["-m", "verl_recipes.models", SMOLLM2], ["-m", "verl_recipes.data.prepare", "arithmetic"],
                         ["-m", "verl.trainer.main_ppo"]]

@@ -4,7 +4,6 @@ trainer.default_local_dir (global_step_N/ and the tracker file) and a metrics li
 
 import hashlib
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,7 @@ def workspace(run_env, monkeypatch):
     monkeypatch.setattr(launch, "missing_packages", lambda *a, **k: [])
     trained = []
 
-    def fake_verl(command, cwd, env):
+    def fake_verl(command, cwd, env, log=None):
         cfg = yaml.safe_load((Path(cwd) / "config.yaml").read_text())
         run_cfg = cfg["trainer"]
         start = 0
@@ -50,7 +49,7 @@ def workspace(run_env, monkeypatch):
         trained.append((start, Path(cwd)))
         return 0
 
-    monkeypatch.setattr(subprocess, "call", fake_verl)
+    monkeypatch.setattr(launch.supervisor, "run", fake_verl)
     return trained
 
 

@@ -162,6 +162,12 @@ def cmd_smoke(ns) -> int:
     return max(run.run(r, ns.args, tiny, ns.overlay or None) for r in recipes)
 
 
+def cmd_node(ns) -> int:
+    from verl_recipes.node import run
+
+    return (run.dry_run if ns.dry_run else run.run)(_recipe(ns), ns.gpus, ns.args)
+
+
 def cmd_learn(ns) -> int:
     from pathlib import Path
 
@@ -281,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                               ("plan", cmd_plan, "memory and layout plan for the declared topology"),
                               ("run", cmd_run, "launch on this GPU node"),
                               ("smoke", cmd_smoke, "smoke-run a recipe (or 'all') and check its metric gates"),
+                              ("node", cmd_node, "the recipe at its real shape (random init), 3 steps on this node"),
                               ("learn", cmd_learn, "train a warmed-up tiny model on its task; gates prove it learns")):
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
@@ -294,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.smoke.tiny` (one-GPU path)")
             p.add_argument("--overlay", default="", help="with --tiny: another tiny layout of the card's tiny_overlay list")
             p.add_argument("--dry-run", action="store_true", help="print and prove the smoke config; launch nothing")
+        if command == "node":
+            p.add_argument("--gpus", type=int, default=4, help="G, the node's GPUs (the recipe's batch scales by G/8)")
+            p.add_argument("--dry-run", action="store_true", help="print and prove the node config; build nothing")
         if command == "learn":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.learn.build`")
             p.add_argument("--seed", type=int, default=0, help="the RL phase's seed: prompt order and vLLM sampling")

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from verl_recipes import cold_start, entrypoints, models, resume
+from verl_recipes import cold_start, entrypoints, models, resume, supervisor
 from verl_recipes.catalog import REPO, Recipe, RecipeError
 from verl_recipes.check.files import data_files
 from verl_recipes.check.preflight import (
@@ -36,6 +36,7 @@ from verl_recipes.compose import compose, split_args, to_yaml
 from verl_recipes.runtime import weight_push_socket
 
 LAUNCH_RECORD = "launch.json"  # recipe, args, decision, command; exit_code once verl returns
+VERL_LOG = "verl.log"  # verl's output (Ray's and vLLM's lines with it), kept when launch(log=True)
 
 
 @dataclass
@@ -197,9 +198,10 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
 
 
 def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "", mode: str = "auto",
-           dry: bool = False) -> tuple[int, Path, DictConfig]:
+           dry: bool = False, log: bool = False) -> tuple[int, Path, DictConfig]:
     """Run the recipe here, or submit it to the Ray cluster at `cluster`; returns the exit code, launch folder and
-    config. A dry launch prints the plan and returns 0 without writing, preparing or starting anything."""
+    config. A dry launch prints the plan and returns 0 without writing, preparing or starting anything. `log`: keep
+    verl's output in the launch folder's VERL_LOG too (a local run)."""
     plan = plan_launch(recipe, args, tag, cluster, mode, dry)
     print("\n".join(plan.describe()), flush=True)
     if dry:
@@ -211,7 +213,8 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster:
         from verl_recipes.cluster import submit
 
         code = submit(recipe, plan.cfg, plan.launch_dir, cluster)
-    else:
-        code = subprocess.call(plan.command, cwd=plan.launch_dir, env=run_env(plan.launch_dir))
+    else:  # supervised: a dead or stopped worker ends the run instead of hanging it (verl_recipes/supervisor.py)
+        code = supervisor.run(plan.command, plan.launch_dir, run_env(plan.launch_dir),
+                              log=plan.launch_dir / VERL_LOG if log else None)
     finish(plan.launch_dir, code)
     return code, plan.launch_dir, plan.cfg

@@ -24,6 +24,15 @@ import torch
 from verl_recipes.bench.lengths import RESPONSE_MEDIAN, response_target
 
 
+def eos_ids(*values) -> list[int]:
+    """Every stop id among `values` (each an id, a list of ids or None): the model config's eos_token_id and the
+    generation config's, which vLLM also stops on; masking only one would let a random model stop on the other."""
+    found = set()
+    for value in values:
+        found.update(value if isinstance(value, (list, tuple)) else [] if value is None else [value])
+    return sorted(found)
+
+
 def request_key(prompt_ids, occurrence: int) -> int:
     digest = hashlib.blake2b(np.asarray(prompt_ids, dtype=np.int64).tobytes(), digest_size=8,
                              key=occurrence.to_bytes(8, "little"))

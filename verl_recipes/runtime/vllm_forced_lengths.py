@@ -2,18 +2,20 @@
 
 Loaded by the vLLM server verl starts, from the bench's override
 `+actor_rollout_ref.rollout.engine_kwargs.vllm.logits_processors=['verl_recipes.runtime.vllm_forced_lengths:ForcedLengthsProcessor']`
-(verl passes engine_kwargs.vllm to vLLM's CLI). Imports vLLM, so it is only imported inside the engine.
+(verl passes engine_kwargs.vllm to vLLM's CLI), and by the node runs (verl_recipes/node/overrides.yaml). Imports vLLM,
+so it is only imported inside the engine.
 """
 
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from verl_recipes.bench.forced_lengths import ForcedLengths
+from verl_recipes.bench.forced_lengths import ForcedLengths, eos_ids
 
 
 class ForcedLengthsProcessor(LogitsProcessor):
     def __init__(self, vllm_config, device, is_pin_memory: bool):
-        eos = vllm_config.model_config.hf_config.eos_token_id
-        self.lengths = ForcedLengths(eos if isinstance(eos, list) else [eos])
+        model = vllm_config.model_config
+        generation = model.try_get_generation_config() if hasattr(model, "try_get_generation_config") else {}
+        self.lengths = ForcedLengths(eos_ids(model.hf_config.eos_token_id, (generation or {}).get("eos_token_id")))
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token wins

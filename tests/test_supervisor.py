@@ -1,0 +1,101 @@
+"""The launcher's supervisor (verl_recipes/supervisor.py) on stand-in runs: a driver whose children carry the titles
+of verl's and vLLM's processes (`exec -a`), killed or stopped as issue 45's faults are, and healthy runs that end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import psutil
+import pytest
+
+from verl_recipes import supervisor
+
+pytestmark = pytest.mark.slow  # about 20 s of real processes
+
+# a driver with a vLLM engine and an actor worker, which runs until told (or killed), then ends its children
+DRIVER = """
+bash -c 'exec -a VLLM::EngineCore sleep 300' & engine=$!
+bash -c 'exec -a ray::WorkerDict.actor_update sleep 300' & worker=$!
+echo "engine $engine worker $worker" > roles
+if [ -n "${LEAVE:-}" ]; then bash -c 'trap "" TERM; exec sleep 300' & echo $! > leftover; fi
+echo started
+while [ ! -f stop ]; do sleep 0.1; done
+kill $engine $worker
+exit ${CODE:-0}
+"""
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    for name, value in (("POLL_S", 0.2), ("GRACE_S", 1.0), ("STOPPED_S", 1.5), ("CLEANUP_S", 2.0)):
+        monkeypatch.setattr(supervisor, name, value)
+
+
+def start(tmp_path, *, code: int = 0, then=None, leave: bool = False):
+    """Run the stand-in driver under the supervisor on a thread; `then(roles)` acts on it once its roles exist."""
+    import threading
+
+    result = {}
+
+    def go():
+        result["code"] = supervisor.run(["bash", "-c", DRIVER], tmp_path, {**os.environ, "CODE": str(code), "LEAVE": "1" if leave else ""},
+                                        log=tmp_path / "verl.log")
+
+    thread = threading.Thread(target=go)
+    t0 = time.monotonic()
+    thread.start()
+    while not (tmp_path / "roles").exists() or len((tmp_path / "roles").read_text().split()) < 4:
+        time.sleep(0.05)
+    words = (tmp_path / "roles").read_text().split()
+    roles = {words[0]: int(words[1]), words[2]: int(words[3])}
+    time.sleep(2.0)  # ten polls: the supervisor knows a role only once a poll has seen it alive
+    then(roles)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    return result["code"], time.monotonic() - t0, roles
+
+
+def left(pids) -> list[int]:
+    """The pids still running (a zombie has ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_a_killed_vllm_engine_ends_the_run_naming_it(tmp_path, fast, capfd):
+    code, took, roles = start(tmp_path, then=lambda roles: os.kill(roles["engine"], signal.SIGKILL))
+    out = capfd.readouterr().out
+    assert code != 0 and took < 30, (code, took, out)  # bounds of 1-1.5 s, on a loaded machine
+    assert f"[supervisor] the vLLM engine (pid {roles['engine']} on " in out and "resumes it from its last" in out
+    assert not left(roles.values())
+    assert "started" in (tmp_path / "verl.log").read_text()  # verl's output is kept as it went to the console
+
+
+def test_a_stopped_actor_worker_ends_the_run(tmp_path, fast, capfd):
+    code, took, roles = start(tmp_path, then=lambda roles: os.kill(roles["worker"], signal.SIGSTOP))
+    out = capfd.readouterr().out
+    assert code != 0 and took < 30, (code, took, out)  # bounds of 1-1.5 s, on a loaded machine
+    assert f"the actor/ref worker (pid {roles['worker']} on {socket.gethostname()}) stopped; " in out
+    assert not left(roles.values())
+
+
+def test_a_run_that_ends_its_workers_as_it_ends_is_healthy(tmp_path, fast, capfd):
+    code, _, roles = start(tmp_path, code=3, then=lambda roles: (tmp_path / "stop").touch())
+    assert code == 3  # verl's own exit code, untouched
+    assert "[supervisor]" not in capfd.readouterr().out
+
+
+def test_what_verl_leaves_behind_is_killed(tmp_path, fast, capfd):
+    code, _, roles = start(tmp_path, then=lambda roles: (tmp_path / "stop").touch(), leave=True)
+    leftover = int((tmp_path / "leftover").read_text())
+    assert code == 0
+    assert f"[supervisor] killed 1 process(es) of the run left 2 s after verl exited: [{leftover}]" in capfd.readouterr().out
+    assert not left([leftover, *roles.values()])

@@ -1,0 +1,167 @@
+"""The launcher as supervisor of a local run: a dead or stopped worker ends the run, which verl 0.9.1 would wait on
+without a limit (a vLLM engine is a subprocess that Ray does not watch; verl's rollout client awaits it forever).
+
+verl runs in a session of its own; every process of the run (Ray's, verl's workers, vLLM's engines) stays in it.
+Each poll names the session's processes by role from their titles (Ray's `ray::<actor class>`, vLLM's
+`VLLM::<process>`). A role process that is gone while verl has not ended by itself GRACE_S later, or one stopped
+(SIGSTOP, state T) for STOPPED_S, ends the run: one line names the role, pid, host and what to do next, the session
+gets SIGTERM, then SIGKILL. A role that ends as verl ends is verl's own shutdown, not a fault; a long step, a slow
+first compile or a long validation changes no process, so nothing here can end a healthy run. When verl exits,
+whatever of the session is left after CLEANUP_S is killed, so no GPU process outlives the run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+# process title prefix -> the role a message names (verl 0.9.1's actor classes, vLLM 0.24's process titles)
+ROLES = (
+    ("VLLM::EngineCore", "vLLM engine"),
+    ("VLLM::Worker", "vLLM GPU worker"),
+    ("ray::vLLMHttpServer", "vLLM server"),
+    ("ray::WorkerDict", "actor/ref worker"),
+    ("ray::AgentLoopWorker", "agent loop"),
+    ("ray::RewardLoopWorker", "reward worker"),
+    ("ray::CheckpointEngineWorker", "weight sync worker"),
+)
+POLL_S = 2.0
+GRACE_S = 20.0  # a role gone this long while verl runs on: verl is not shutting down, it is waiting on the dead
+STOPPED_S = 30.0
+CLEANUP_S = 10.0
+NEXT = "the run cannot go on: `make <recipe>` (RESUME=auto) resumes it from its last complete checkpoint"
+
+
+@dataclass
+class Fault:
+    role: str
+    pid: int
+    what: str  # "died" or "stopped"
+
+    def message(self) -> str:
+        return f"[supervisor] the {self.role} (pid {self.pid} on {socket.gethostname()}) {self.what}; {NEXT}"
+
+
+def role_of(proc: psutil.Process) -> str | None:
+    try:
+        title = " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return next((role for prefix, role in ROLES if title.startswith(prefix)), None)
+
+
+def session(sid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+    return found
+
+
+def gone(proc: psutil.Process) -> bool:
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def stopped(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_STOPPED
+    except psutil.NoSuchProcess:
+        return False
+
+
+def watch(driver: subprocess.Popen, poll_s: float = POLL_S, grace_s: float = GRACE_S,
+          stopped_s: float = STOPPED_S) -> Fault | None:
+    """Poll the driver's session until the driver exits (None) or a role process dies or stays stopped (the Fault)."""
+    seen: dict[int, tuple[str, psutil.Process]] = {}
+    since: dict[int, float] = {}  # pid -> when it was first found gone or stopped
+    while driver.poll() is None:
+        now = time.monotonic()
+        for proc in session(driver.pid):
+            if proc.pid not in seen and (role := role_of(proc)):
+                seen[proc.pid] = (role, proc)
+        for pid, (role, proc) in seen.items():
+            state = "died" if gone(proc) else "stopped" if stopped(proc) else None
+            if not state:
+                since.pop(pid, None)
+                continue
+            if now - since.setdefault(pid, now) >= (grace_s if state == "died" else stopped_s):
+                return Fault(role, pid, state)
+        try:
+            driver.wait(timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            pass
+    return None
+
+
+def end_session(sid: int, wait_s: float) -> list[int]:
+    """SIGTERM to the session's processes (SIGCONT first, for a stopped one), then SIGKILL to what is left after
+    wait_s; returns the pids that needed SIGKILL."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        for proc in session(sid):
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                pass
+    deadline = time.monotonic() + wait_s
+    while session(sid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    killed = []
+    for proc in session(sid):
+        try:
+            proc.kill()
+            killed.append(proc.pid)
+        except psutil.Error:
+            pass
+    return killed
+
+
+def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> int:
+    """Run verl supervised; its output goes to this console, and to `log` too when given. Returns its exit code, or
+    1 when the supervisor ended it (a killed verl may exit 0)."""
+    driver = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True,
+                              stdout=subprocess.PIPE if log else None, stderr=subprocess.STDOUT if log else None,
+                              text=True, errors="replace")
+    copier = None
+    if log:
+        def copy() -> None:
+            with open(log, "w") as out:
+                for line in driver.stdout:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    out.write(line)
+
+        copier = threading.Thread(target=copy, daemon=True)
+        copier.start()
+    try:
+        fault = watch(driver, POLL_S, GRACE_S, STOPPED_S)
+    except KeyboardInterrupt:  # verl's own session does not see the terminal's Ctrl-C: pass it on
+        os.killpg(driver.pid, signal.SIGINT)
+        driver.wait()
+        end_session(driver.pid, CLEANUP_S)
+        raise
+    if fault:
+        print(fault.message(), flush=True)
+        end_session(driver.pid, CLEANUP_S)
+    code = driver.wait()
+    left = end_session(driver.pid, CLEANUP_S)
+    if left:
+        print(f"[supervisor] killed {len(left)} process(es) of the run left {CLEANUP_S:.0f} s after verl exited: "
+              f"{left}", flush=True)
+    if copier:
+        copier.join(timeout=5)
+    return (code or 1) if fault else code
