@@ -18,12 +18,11 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from verl_recipes import catalog, cluster, entrypoints, pins
+from verl_recipes import catalog, cluster, entrypoints, pins, supervisor
 from verl_recipes.catalog import REPO, RecipeError
 from verl_recipes.check.preflight import (
     cluster_gpu_problems,
@@ -48,16 +47,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _processes_in_sessions(sessions: set[int]) -> list[psutil.Process]:
+def _processes_in_sessions(sessions: set[int]) -> list:
     """Processes whose session is one of ours: each `ray start` runs in its own session, and so does all it spawns."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) in sessions:
-                found.append(proc)
-        except (ProcessLookupError, psutil.Error):
-            pass
-    return found
+    return [proc for sid in sessions for proc in supervisor.session(sid)]
 
 
 @pytest.fixture(scope="module")
