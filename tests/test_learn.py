@@ -104,6 +104,29 @@ def test_tool_baseline_mixes_the_called_and_the_guessed_answers():
         task.tool_fraction + (1 - task.tool_fraction) * guess)
     # a measured call rate replaces the share the warm-up aimed at
     assert baseline(task, score, task.rows("test", 16, seed=0), call_rate=0.5) == pytest.approx(0.5 + 0.5 * guess)
+    # a call that miscopies the snippet gets a wrong reply: its answer is a guess, after a tool round (+0.1 when wrong)
+    after_call = 1 / K - (1 - 1 / K) * 0.9
+    assert baseline(task, score, task.rows("test", 16, seed=0), call_rate=0.5, copied=0.6) == pytest.approx(
+        0.5 * (0.6 + 0.4 * after_call) + 0.5 * guess)
+
+
+def test_a_tool_task_warms_up_again_while_its_calls_miscopy_the_snippet(monkeypatch, tmp_path):
+    from verl_recipes.learn import build, warmup
+
+    rounds = []
+    monkeypatch.setattr(warmup, "warm_up", lambda *a, steps=None, **k: rounds.append(steps) or
+                        {"steps": steps or 1600, "first_loss": 7.0, "last_loss": 0.1 / len(rounds)})
+    copied = iter([0.5, 0.8, 0.95, 1.0])
+    monkeypatch.setattr(build, "sampled_calls", lambda *a: {"rate": 0.25, "copied": next(copied)})
+    task = TASKS["seeded"]
+    record = build.warm(tmp_path, task, [], [], [], seed=1)
+    assert rounds == [None, build.MORE_STEPS, build.MORE_STEPS]  # stops once the copy holds
+    assert record["steps"] == 1600 + 2 * build.MORE_STEPS and record["last_loss"] == pytest.approx(0.1 / 3)
+    assert [c["copied"] for c in record["calls"]] == [0.5, 0.8, 0.95]
+    copied = iter([0.1] * 10)
+    rounds.clear()
+    assert len(build.warm(tmp_path, task, [], [], [], seed=1)["calls"]) == 1 + build.MORE_ROUNDS  # and gives up
+    assert "calls" not in build.warm(tmp_path, TASKS["below"], [], [], [], seed=1)  # a task without a tool
 
 
 def test_every_recipe_family_has_a_learning_task():

@@ -56,16 +56,20 @@ def test_taught_model_writes_the_cards_call_that_verl_parses(taught_retool):
     assert calls >= 6 and answers >= 6, (calls, answers)  # of 8 each; untaught, a random model writes neither
 
 
-def test_the_call_rate_a_learning_run_baselines_on_is_sampled_from_the_model(taught_retool, tmp_path):
-    """verl_recipes.learn.build measures a tool task's first-turn call rate after its warm-up: high for a model taught
-    to call, near zero for a random one."""
-    from verl_recipes.learn.build import sampled_call_rate
+def test_the_calls_a_learning_run_baselines_on_are_sampled_from_the_model(taught_retool, tmp_path):
+    """verl_recipes.learn.build measures a tool task's first-turn calls after its warm-up: the rate is high for a model
+    taught to call and near zero for a random one; `copied` counts only the calls that are exactly the expected one."""
+    from verl_recipes.learn.build import sampled_calls
 
     rows = pd.read_parquet(taught_retool / "data/dapo_math_retool/aime2024.parquet").to_dict("records")[:8]
     schemas = tool_schemas(REPO / "agents/code_interpreter.yaml")
-    assert sampled_call_rate(taught_retool / "model", schemas, rows, seed=0) >= 0.6
+    taught = RETOOL.card_value("tiny_tool_call")
+    calls = sampled_calls(taught_retool / "model", schemas, rows, lambda row: taught, seed=0)
+    assert calls["rate"] >= 0.6 and calls["copied"] >= 0.8, calls
+    other = {"name": "code_interpreter", "arguments": {"code": "print(6 * 8)"}}
+    assert sampled_calls(taught_retool / "model", schemas, rows, lambda row: other, seed=0)["copied"] == 0.0
     random_model = tiny.MODELS["qwen2"](tmp_path / "random")
-    assert sampled_call_rate(random_model, schemas, rows, seed=0) < 0.1
+    assert sampled_calls(random_model, schemas, rows, lambda row: taught, seed=0)["rate"] < 0.1
 
 
 def test_agent_prompts_with_their_tool_schemas_fit_the_tiny_budget(taught_retool, tmp_path):

@@ -23,8 +23,13 @@ import pandas as pd
 from verl_recipes.learn.tasks import TASKS, Task, seeded_output, tool_call
 
 TRAIN_ROWS, VAL_ROWS = 1024, 64
-# first turns sampled per validation row to measure a tool task's call rate; a call's first token is <tool_call>
-CALL_SAMPLES, CALL_TOKENS = 4, 8
+# first turns sampled per validation row to measure a tool task's call rate and how often a call copies the snippet
+CALL_SAMPLES = 4
+# a tool task's warm-up goes on, MORE_STEPS (annealed) at a time and at most MORE_ROUNDS times, while fewer than
+# COPY_MIN of its sampled calls copy the snippet: a wrong copy is a wrong answer, so calling barely pays and RL has
+# little to find. Seed 1's GPU build failed seeded v2 and v3 (800 and 1600 steps) calling on nearly every answer,
+# right on about half; seeds 2 and 3 learned both times (2026-11-27)
+COPY_MIN, MORE_STEPS, MORE_ROUNDS = 0.9, 800, 3
 # answers sampled per validation row to measure a pretrained model's baseline, and their length cap
 OWN_SAMPLES, OWN_TOKENS = 4, 256
 CONTROLS = ("none", "shuffled", "stale")  # stale: the run's own data; the launch leaves the rollout's weights stale
@@ -43,10 +48,11 @@ def reply(row: dict) -> str:
     return seeded_output(row["extra_info"]["seed"])
 
 
-def baseline(task: Task, score, rows: list[dict], call_rate: float | None = None) -> float:
+def baseline(task: Task, score, rows: list[dict], call_rate: float | None = None, copied: float = 1.0) -> float:
     """The expected score of the warm-up's policy under the recipe's reward `score`: a uniform guess over the K
-    choices of each row, or, for a tool task, the tool's (correct) answer on the share of samples that call it
-    (`call_rate`, measured after the warm-up; the task's tool_fraction when not given)."""
+    choices of each row, or, for a tool task, the tool's answer on the share of samples that call it (`call_rate`,
+    measured after the warm-up; the task's tool_fraction when not given): right where the call copied the snippet
+    (`copied` of the calls), else a guess after a tool round."""
     # a generous time bound where the reward takes one: a busy machine must not turn a right answer into a timeout
     bound = {"timeout_s": 60} if "timeout_s" in inspect.signature(score).parameters else {}
 
@@ -58,34 +64,60 @@ def baseline(task: Task, score, rows: list[dict], call_rate: float | None = None
     guess = sum(sum(graded(row, a, 2) for a in task.choices(row)) / len(task.choices(row)) for row in rows) / len(rows)
     if not task.tool_fraction:
         return guess
-    called = sum(graded(row, reply(row), 4) for row in rows) / len(rows)
+    right = sum(graded(row, reply(row), 4) for row in rows) / len(rows)
+    miscopied = sum(sum(graded(row, a, 4) for a in task.choices(row)) / len(task.choices(row)) for row in rows) / len(rows)
     rate = task.tool_fraction if call_rate is None else call_rate
-    return rate * called + (1 - rate) * guess
+    return rate * (copied * right + (1 - copied) * miscopied) + (1 - rate) * guess
 
 
-def sampled_call_rate(folder: Path, schemas: list[dict], rows: list[dict], seed: int) -> float:
-    """The share of first turns that call the tool when the warmed-up model samples as the rollout does (temperature
-    1, no top-k/p). The warm-up aims at TOOL_FRACTION, but a tiny model's rate moves with its last updates: CPU
-    builds of one mix ended at 0.07 and 0.45, so the baseline is computed from what the model does."""
+def sampled_calls(folder: Path, schemas: list[dict], rows: list[dict], expected, seed: int) -> dict:
+    """First turns sampled as the rollout samples them (temperature 1, no top-k/p), read by verl's hermes parser:
+    `rate`, the share that call a tool, and `copied`, the share of those calls that are exactly `expected(row)`. The
+    warm-up aims at a call rate, but a tiny model's rate moves with its last updates (CPU builds of one mix ended at
+    0.07 and 0.45), and its copy of the snippet holds in some builds and not in others."""
+    import asyncio
+
     import torch
     from transformers import AutoModelForCausalLM
+    from verl.experimental.agent_loop.tool_parser import ToolParser
 
-    from verl_recipes.smoke.teach import Examples
+    from verl_recipes.smoke.teach import Examples, call_text
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     examples = Examples(folder, schemas)
+    parser = ToolParser.get_tool_parser("hermes", examples.tok)
+    end = examples.tok.convert_tokens_to_ids("<|im_end|>")
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
     torch.manual_seed(seed)
-    calls = 0
+    calls = copies = 0
     with torch.no_grad():
         for row in rows:
+            want = expected(row)
             ids = torch.tensor([examples.prompt(row)[0]] * CALL_SAMPLES, device=device)
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=CALL_TOKENS,
-                                 do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                 pad_token_id=examples.tok.pad_token_id)
-            calls += sum("<tool_call>" in text
-                         for text in examples.tok.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=False))
-    return calls / (CALL_SAMPLES * len(rows))
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0,
+                                 top_k=0, top_p=1.0, max_new_tokens=len(examples.target(call_text(want))) + 4,
+                                 eos_token_id=end, pad_token_id=examples.tok.pad_token_id)
+            for sample in out[:, ids.shape[1]:].tolist():
+                _, found = asyncio.run(parser.extract_tool_calls(sample))
+                calls += bool(found)
+                copies += [(c.name, json.loads(c.arguments)) for c in found] == [(want["name"], want["arguments"])]
+    return {"rate": calls / (CALL_SAMPLES * len(rows)), "copied": copies / calls if calls else 0.0}
+
+
+def warm(model: Path, task: Task, train: list[dict], val: list[dict], schemas: list[dict], seed: int) -> dict:
+    """The warm-up (verl_recipes/learn/warmup.py); for a tool task, its sampled calls after each round, and more rounds
+    while the calls do not copy the snippet."""
+    from verl_recipes.learn.warmup import warm_up
+
+    record = warm_up(model, task, train, schemas, reply, seed)
+    if not task.tool_fraction:
+        return record
+    calls = [sampled_calls(model, schemas, val, tool_call, seed)]
+    while calls[-1]["copied"] < COPY_MIN and len(calls) <= MORE_ROUNDS:
+        more = warm_up(model, task, train, schemas, reply, seed + len(calls), steps=MORE_STEPS)
+        record = {**record, "steps": record["steps"] + more["steps"], "last_loss": more["last_loss"]}
+        calls.append(sampled_calls(model, schemas, val, tool_call, seed))
+    return {**record, "calls": [{k: round(v, 4) for k, v in c.items()} for c in calls]}
 
 
 def sampled_score(model_dir: Path, task: Task, score, rows: list[dict], seed: int) -> float:
@@ -149,7 +181,6 @@ def reward_function(recipe):
 
 
 def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
-    from verl_recipes.learn.warmup import warm_up
     from verl_recipes.smoke.tiny import MODELS, recipe_tool_schemas
 
     task = task_of(recipe)
@@ -167,12 +198,12 @@ def build(recipe, out: Path, control: str = "none", seed: int = 0) -> dict:
         raise SystemExit(f"{recipe.label}: task {task.name} calls {tool_call(train[0])['name']}, not among the "
                          f"recipe's tools {[s['function']['name'] for s in schemas]}")
     score, reward_name = reward_function(recipe)
-    warmed = warm_up(model, task, train, schemas, reply, seed)
-    call_rate = sampled_call_rate(model, schemas, val, seed) if task.tool_fraction else None
+    warmed = warm(model, task, train, val, schemas, seed)
+    calls = warmed["calls"][-1] if task.tool_fraction else None
+    call_rate, copied = (calls["rate"], calls["copied"]) if calls else (None, 1.0)
     info = {"recipe": recipe.label, "task": task.name, "task_version": task.version, "control": control, "seed": seed,
-            "family": family,
-            "reward": reward_name, "baseline": round(baseline(task, score, val, call_rate), 4),
-            **({"call_rate": round(call_rate, 4)} if call_rate is not None else {}),
+            "family": family, "reward": reward_name, "baseline": round(baseline(task, score, val, call_rate, copied), 4),
+            **({"call_rate": call_rate, "copied": copied} if calls else {}),
             "warm_up": warmed, "files": sorted(written)}
     (out / "learn.json").write_text(json.dumps(info, indent=1))
     return info
@@ -203,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(argv)
     info = build(catalog.parse(ns.recipe), ns.out, ns.control, ns.seed)
-    print(json.dumps({k: info[k] for k in ("recipe", "task", "control", "baseline", "call_rate", "warm_up") if k in info}))
+    print(json.dumps({k: info[k] for k in ("recipe", "task", "control", "baseline", "call_rate", "copied", "warm_up") if k in info}))
     return 0
 
 

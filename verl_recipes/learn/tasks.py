@@ -32,7 +32,11 @@ starts near 1/K correct and any gain must come through reward -> advantage -> up
   task's quarter of calls gives (after 600 steps without them, 0 of 80 calls had the right seed). v2 anneals the
   warm-up as below v2 does: v1 learned in 1 of 2 runs (the other's greedy validation started at 0.25, the passing
   one's at 0.59); v2 learned on seeds 2 and 3, not on seed 1, whose warmed model copied the seed too rarely
-  (2 x H200, 2026-11-27). v3 warms up twice as long (warmup.TOOL_STEPS 1600).
+  (2 x H200, 2026-11-27). v3 warms up twice as long (warmup.TOOL_STEPS 1600); seed 1 failed again (4 x H200):
+  its GPU build copies the snippet in 0.18 of its sampled calls after 1600 steps, seeds 2 and 3's in 0.98. v4
+  measures the copy after the warm-up and warms up 800 steps more while it is under 0.9 (build.py warm; seed 1's
+  build: 0.27, 0.71, 1.00 after 2400, 3200, 4000 steps, results/learn/builds/), and its baseline counts a
+  miscopied call as a guess after a tool round.
 
 - sums (a pretrained model's recipe, smollm2-135m-grpo): "What is 7 + 12? Put the final answer in \\boxed{}." with a and b
   in 1..20, the recipe's own arithmetic rows (verl_recipes/data/arithmetic.py): training asks only the questions
@@ -177,7 +181,7 @@ TASKS = {
     "colour": Task("colour", tuple(str(d) for d in range(1, K + 1)), prefix="<think> </think> ",
                    skill=lambda rng: colour_row(rng, VL_SKILL_QUESTION)),
     "sums": Task("sums", tuple(str(n) for n in range(2 * LOW, 2 * HIGH + 1))),
-    "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), version=3, anneal=True, tool_fraction=TOOL_FRACTION,
+    "seeded": Task("seeded", tuple(str(d) for d in range(1, K + 1)), version=4, anneal=True, tool_fraction=TOOL_FRACTION,
                    skill=lambda rng: seeded_row(rng, "Run this code:")),
 }
 

@@ -9,7 +9,8 @@ rest answer at random), and after the tool's real reply the answer copies it: ca
 A tool task shows fewer skill rows and more answers after the reply, and trains longer: both copies (the seed into the
 call, the reply into the answer) must hold under sampling, or calling does not pay. Its call rate on the task's
 prompts ends wherever the last updates leave it (0.07-0.51 across CPU builds, aiming at 0.25), so the run's baseline
-uses the rate measured after the warm-up (verl_recipes/learn/build.py sampled_call_rate), not the aim.
+uses the rate measured after the warm-up (verl_recipes/learn/build.py sampled_calls), not the aim, and the warm-up
+goes on while the sampled calls do not copy the snippet (build.py warm).
 """
 
 from __future__ import annotations
@@ -49,8 +50,10 @@ def draw(task: Task, rows: list[dict], skill: list[dict], reply, rng: random.Ran
     return "task", i, task.answer_text(rng.choice(task.choices(rows[i])))
 
 
-def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], reply, seed: int = 0) -> dict:
-    """Fine-tune the model in `folder` in place. `reply(row)` is what the task's tool answers for the row."""
+def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], reply, seed: int = 0,
+            steps: int | None = None) -> dict:
+    """Fine-tune the model in `folder` in place, for `steps` (the task's default when None). `reply(row)` is what the
+    task's tool answers for the row."""
     examples = Examples(folder, schemas)
     skill = task.skill_rows(len(rows), seed)
     prompts = {"task": [examples.prompt(row) for row in rows], "skill": [examples.prompt(row) for row in skill],
@@ -61,4 +64,5 @@ def warm_up(folder: Path, task: Task, rows: list[dict], schemas: list[dict], rep
         drawn = [draw(task, rows, skill, reply, rng) for _ in range(BATCH)]
         return [(*prompts[kind][i], examples.target(text)) for kind, i, text in drawn]
 
-    return fit(folder, examples, sample, TOOL_STEPS if task.tool_fraction else STEPS, seed, anneal=task.anneal)
+    steps = steps or (TOOL_STEPS if task.tool_fraction else STEPS)
+    return fit(folder, examples, sample, steps, seed, anneal=task.anneal)
