@@ -4,6 +4,8 @@ vLLM cache, and the script fails when any job fails or a job is malformed."""
 import subprocess
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 STUB = """#!/usr/bin/env bash
 # stub of the kit's run.sh NAME LAYERSET TIMEOUT_S -- command...: records what the job saw, then runs the command
@@ -154,3 +156,18 @@ def test_learn_reruns_lays_every_seed_s_run_and_control_over_the_lanes():
     listed = [job for spec in ("r,1,none", "r,1,stale", "r:separate_async,2,shuffled") for job in reruns.listed(spec)]
     assert listed == [("r", 1, "none", 1), ("r", 1, "stale", 1), ("r:separate_async", 2, "shuffled", 2)]
     assert reruns.lay_out(listed, gpus=2, lanes=1)[1].endswith("learn_tiny.sh r stale")
+
+
+def test_learn_reruns_refuses_more_waves_than_its_seconds_fit(capsys):
+    """Nine jobs on four GPUs are three waves: 1400 s killed the last wave's jobs in their last validation."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learn_reruns", REPO / "tests/gpu/learn_reruns.py")
+    reruns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reruns)
+    nine = ["r:separate_async,1,none", "r,1,none", "r,2,none", "r:separate_async,2,none", "r,3,none", "r,1,shuffled",
+            "r:separate_async,3,none", "r,2,shuffled", "r,3,shuffled"]
+    with pytest.raises(SystemExit):
+        reruns.main(["1400", "--gpus", "4", "--dry-run", "--jobs", *nine])
+    assert "3 on a lane" in capsys.readouterr().err
+    assert reruns.main(["1500", "--gpus", "4", "--dry-run", "--jobs", *nine]) == 0

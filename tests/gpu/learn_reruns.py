@@ -11,6 +11,9 @@ with a fixed KV cache (which skips the start-up reading) a VL run still died at 
 Jobs go in the order given (recipe by recipe, each seed's run then its control), each to the lane that frees up
 first by an equal-length guess; a two-GPU variant (separate_async: trainer 1, rollout 1) takes lanes of two GPUs.
 Each job is `SEED=n bash tests/gpu/learn_tiny.sh RECIPE CONTROL`, its files copied to $LEARN_OUT.
+A layout whose lanes hold more jobs than SECONDS fits at --job-s each is refused: at the deadline side_by_side.sh
+kills what still runs, and two controls killed in their last validation were lost that way (2026-11-27, 17:13 UTC:
+three waves of ~420 s and their start-up gaps in 1400 s).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import string
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RECIPES = ["qwen25-7b-grpo", "qwen25-vl-7b-geo3k-dapo", "retool-qwen25-7b", "qwen25-7b-grpo:separate_async"]
 TWO_GPUS = ("separate_async",)
+JOB_S = 480  # a tiny learning run's wall time with its start-up: 290-500 s on H200 (results/learn); SmolLM2's 860
 
 
 def jobs(recipes: list[str], seeds: list[int], controls=("none", "shuffled")) -> list[tuple[str, int, str, int]]:
@@ -72,9 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", nargs="+", metavar="RECIPE,SEED,CONTROL",
                         help="these jobs in this order instead of --recipes x --seeds x --controls")
     parser.add_argument("--dry-run", action="store_true", help="print the side_by_side.sh jobs; run nothing")
+    parser.add_argument("--job-s", type=int, default=JOB_S, help="a job's expected seconds, start-up included")
     ns = parser.parse_args(argv)
     planned = [job for spec in ns.jobs for job in listed(spec)] if ns.jobs else jobs(ns.recipes, ns.seeds, ns.controls)
     laid = lay_out(planned, ns.gpus, ns.lanes)
+    waves = max(Counter(lane for job in laid for lane in job.split()[0].lstrip("+").split(",")).values())
+    stagger = int(os.environ.get("STAGGER_S", "15")) * sum(not job.startswith("+") for job in laid)
+    if waves * ns.job_s + stagger > ns.seconds:
+        parser.error(f"{len(planned)} jobs make {waves} on a lane: {waves} x {ns.job_s} s + {stagger} s of start-up "
+                     f"gaps > {ns.seconds} s; the deadline would kill the last. Give more seconds or fewer --jobs")
     if ns.dry_run:
         print("\n".join(laid))
         return 0
