@@ -117,9 +117,12 @@ def gpu_problems(label: str, name: str, needed: int | None = None) -> list[str]:
 
 def required_packages(cfg: DictConfig) -> dict[str, str]:
     """Modules plain `pip install verl` lacks but this config needs at run time -> how to install them."""
-    needs = {"ray": "verl", "transfer_queue": "verl[vllm] or verl[sglang] (TransferQueue, for trainer.use_v1)"}
-    if cfg.actor_rollout_ref.rollout.name in ("vllm", "sglang"):
-        needs[cfg.actor_rollout_ref.rollout.name] = f"verl[{cfg.actor_rollout_ref.rollout.name}]"
+    needs = {"ray": "verl", "transfer_queue": "verl[vllm] (TransferQueue, for trainer.use_v1)"}
+    if cfg.actor_rollout_ref.rollout.name == "vllm":
+        needs["vllm"] = "verl[vllm] (requirements/gpu.txt)"
+    elif cfg.actor_rollout_ref.rollout.name == "sglang":
+        # verl[sglang]==0.9.1 does not resolve (its transformers pin excludes the one sglang 0.5.12 pins)
+        needs["sglang"] = "the pinned set in requirements/gpu-sglang.txt (two pip steps, its own environment)"
     if cfg.model_engine == "megatron":
         needs.update(MEGATRON_PACKAGES)
     elif cfg.actor_rollout_ref.model.override_config.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
