@@ -1,4 +1,5 @@
-"""End to end: whole GRPO steps of a recipe through verl's trainer, against verl's example settings and the async variants.
+"""End to end: whole GRPO steps of a recipe through verl's trainer, against verl's example settings, the async variants
+and the recipe with one lever more (issue 43; e2e_levers.py runs those beside it).
 
 One arm per call (verl_recipes/bench/e2e_arms.py): a random-init model of a real shape (Qwen2.5-1.5B, or 7B with
 --shape; model_shape.py) and long-tail prompts (e2e_inputs.py) are written first, response lengths follow lengths.py
@@ -48,10 +49,13 @@ def dry_run(ns) -> int:
     model, files = prepare(work, model_shape.TINY, weights=False, num_prompts=ns.batch)
     failed = 0
     for arm in ns.arms.split(","):
+        settings = e2e_arms.ARMS[arm]
         config, args = e2e_arms.config_of(arm, ns.recipe), arm_args(arm, ns, model, files)
-        print(f"# ---- {arm}: {config.label} ----")
+        lever = f" {settings.override}" if settings.fragment else ""
+        math = " (changes the math: opt-in)" if settings.changes_math else ""
+        print(f"# ---- {arm}: {config.label}{lever}{math} ----")
         try:
-            if e2e_arms.ARMS[arm].verl_example:
+            if settings.verl_example:
                 errors, command = check(config, args), verl_command(config, work / "runs" / arm)
             else:
                 errors, command = [], plan_launch(config, args, tag="-bench", mode="never", dry=True).command

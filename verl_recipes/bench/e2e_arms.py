@@ -3,6 +3,7 @@
 `ours` is a recipe as `make <recipe>` runs it (our launcher); `verl_example` is verl's example settings for the same
 workload on verl's defaults (verl_example.yaml), run as verl's script runs it (`python -m verl.trainer.main_ppo`);
 `colocated_2gpu`, `separate_async` and `async` are the recipe and its async variants on two GPUs (1 + 1 for async).
+The lever arms (issue 43) are `ours` plus one fragment each, so a lever's effect is its arm against `ours`.
 Every arm gets the same shrink (bench_args): model, data, batch, steps, one rollout engine per GPU, no validation or
 checkpoints, the file logger, the forced response lengths, and the flash-attn stand-in the lent GPU machine needs.
 """
@@ -21,6 +22,14 @@ class Arm:
     gpus: int
     variant: str | None = None  # the recipe's variant; None: the recipe itself
     verl_example: bool = False  # verl's example settings instead of the recipe
+    fragment: str | None = None  # a lever: one config fragment over the recipe, e.g. "configs/perf/no_recompute"
+    changes_math: bool = False  # the lever trains on other numbers than ours: opt-in only, never a default
+
+    @property
+    def override(self) -> str:
+        """The fragment as a Hydra override: configs/perf/no_recompute -> +configs/perf=no_recompute."""
+        group, _, name = self.fragment.rpartition("/")
+        return f"+{group}={name}"
 
 
 ARMS = {
@@ -29,6 +38,13 @@ ARMS = {
     "colocated_2gpu": Arm(gpus=2),
     "separate_async": Arm(gpus=2, variant="separate_async"),
     "async": Arm(gpus=2, variant="async"),
+    # levers, each described in its fragment's header; none measured yet (bench/README.md, "Levers")
+    "ours_liger": Arm(gpus=1, fragment="configs/kernels/liger"),
+    "ours_no_recompute": Arm(gpus=1, fragment="configs/perf/no_recompute"),
+    "ours_logprob_budget": Arm(gpus=1, fragment="configs/perf/logprob_budget"),
+    "ours_max_num_seqs": Arm(gpus=1, fragment="configs/perf/max_num_seqs"),
+    "ours_bypass": Arm(gpus=1, fragment="configs/perf/bypass_old_log_prob", changes_math=True),
+    "ours_colocate_async": Arm(gpus=1, fragment="configs/perf/colocate_async", changes_math=True),
 }
 
 
@@ -66,6 +82,8 @@ def bench_args(arm: str, model: Path, data_files: list[Path], steps: int, batch:
         f"+actor_rollout_ref.rollout.engine_kwargs.vllm.logits_processors=['{LENGTHS_PROCESSOR}']",
         "+configs/attention=torch_varlen",  # no flash-attn on the lent machine: the same stand-in in every arm
     ]
+    if settings.fragment:
+        args.append(settings.override)
     syncs = batch // mini_batch
     if settings.variant == "async":  # fully async streams prompts: no train batch, steps x batch prompts in all
         return args + ["configs/async=split_1_1", "data.train_batch_size=0",

@@ -1,0 +1,66 @@
+"""The lever arms of the end-to-end bench (issue 43) on CPU: each is `ours` plus its fragment and nothing else, fits one
+80 GiB GPU at the bench's 1.5B shape by the planner, says in its header whether it changes the math; and the GPU plan
+that runs them beside `ours` (verl_recipes/bench/e2e_levers.py). `make bench-e2e DRY=1` proves every arm against
+verl 0.9.1 (tests/test_bench_e2e.py)."""
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_recipes.bench import e2e_arms, e2e_levers
+from verl_recipes.catalog import REPO
+from verl_recipes.check.memory import memory_plan
+from verl_recipes.compose import compose, flatten
+
+# the bench's workload (e2e.py defaults) at the 1.5B shape: the planner finds the model under models/ by its hub id
+MODEL, DATA = Path("Qwen/Qwen2.5-1.5B-Instruct"), [Path("/data/train.parquet"), Path("/data/test.parquet")]
+
+
+def composed(arm: str):
+    config = e2e_arms.config_of(arm, "qwen25-7b-grpo")
+    return config, compose(config, e2e_arms.bench_args(arm, MODEL, DATA, steps=3, batch=64, mini_batch=16))
+
+
+# the fast tier keeps one representative (issue 47): no_recompute, whose budget is there for the planner's sake
+FAST = "ours_no_recompute"
+
+
+@pytest.mark.parametrize("arm", [arm if arm == FAST else pytest.param(arm, marks=pytest.mark.slow)
+                                 for arm in e2e_levers.LEVERS])
+def test_a_lever_arm_is_ours_plus_its_fragment_and_fits_one_gpu(arm):
+    settings = e2e_arms.ARMS[arm]
+    fragment = REPO / f"{settings.fragment}.yaml"
+    config, cfg = composed(arm)
+    ours, lever = flatten(composed("ours")[1]), flatten(cfg)
+    differing = {key for key in ours.keys() | lever.keys() if ours.get(key) != lever.get(key)}
+    assert differing == set(flatten(OmegaConf.load(fragment)))
+    plan = memory_plan(cfg, config)
+    assert plan.fits and not plan.errors, plan.verdict
+    header = fragment.read_text()
+    assert ("CHANGES THE MATH" in header) == settings.changes_math
+
+
+def test_levers_run_in_waves_each_with_ours_on_another_gpu():
+    planned = e2e_levers.waves(e2e_levers.LEVERS, gpus=4)
+    assert [wave.count("ours") for wave in planned] == [1, 1] and [wave.index("ours") for wave in planned] == [0, 1]
+    assert sorted(arm for wave in planned for arm in wave if arm != "ours") == sorted(e2e_levers.LEVERS)
+    laid = e2e_levers.jobs(planned, 4, Path("/tmp/levers"))
+    assert laid[1] == ("1 w1.ours_liger env OUT=/tmp/levers/w1 bash tests/gpu/bench_e2e.sh --arm ours_liger "
+                       "--work /tmp/side/w1.ours_liger/e2e")
+    assert [job.split()[0] for job in laid] == ["0", "1", "2", "3", "+0", "+1", "+2", "+3"]
+    # one GPU: ours then a lever, one after the other
+    assert e2e_levers.waves(["ours_liger", "ours_bypass"], gpus=1) == [["ours", "ours_liger"], ["ours", "ours_bypass"]]
+
+
+def test_the_plan_takes_each_arm_s_committed_wall_time_and_refuses_what_seconds_do_not_fit(capsys):
+    ours = e2e_levers.wall_s("ours")
+    assert ours == 571.9 and e2e_levers.wall_s("ours_liger") == ours  # a lever has no result yet: ours' time
+    assert e2e_levers.wall_s("verl_example") == 579.3
+    assert e2e_levers.busiest_gpu_s(e2e_levers.waves(e2e_levers.LEVERS, 4), 4, stagger=15) == 2 * ours + 3 * 15
+    assert e2e_levers.main(["1300", "--dry-run"]) == 0
+    assert "~1189 s of 1300 s" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        e2e_levers.main(["1100", "--dry-run"])
+    with pytest.raises(SystemExit):
+        e2e_levers.main(["1300", "--arms", "colocated_2gpu", "--dry-run"])
