@@ -1,8 +1,13 @@
-"""The stale-weights fault (verl_recipes/runtime/faults.py), which the learning runs' stale control injects to prove
-that the agreement gates catch a weight push that stops reaching the rollout: every push after the first hands vLLM
-the first push's weights again, and nothing changes without the variable."""
+"""Faults. The stale-weights fault (verl_recipes/runtime/faults.py), which the learning runs' stale control injects to
+prove that the agreement gates catch a weight push that stops reaching the rollout: every push after the first hands
+vLLM the first push's weights again, and nothing changes without the variable. Then the CPU parts of issue 45's fault
+injection suite (tests/gpu/faults.py, run on the lent GPU machine): which process each fault hits, a save in
+progress, the records' bounds and verdicts, and the layout over a machine's GPUs, on fake process tables and folders."""
 
+import importlib.util
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -10,9 +15,19 @@ import types
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from verl_recipes import resume, supervisor
+from verl_recipes.catalog import REPO
+from verl_recipes.runtime import checkpoints as ckpt
 from verl_recipes.runtime import faults
 from verl_recipes.runtime.weight_push_socket import MODULE
+
+# the suite's driver, by path (site-packages has a `tests` package of its own)
+_spec = importlib.util.spec_from_file_location("gpu_faults", REPO / "tests" / "gpu" / "faults.py")
+suite = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = suite  # its dataclasses look their module up
+_spec.loader.exec_module(suite)
 
 
 class Receiver:
@@ -62,3 +77,202 @@ def test_verl_loads_the_fault_only_when_asked():
     env = {k: v for k, v in os.environ.items() if k != faults.FAULT_ENV}
     assert _hooks(env) == "['weight_push_socket']"
     assert _hooks({**env, faults.FAULT_ENV: faults.STALE_WEIGHTS}) == "['faults', 'weight_push_socket']"
+
+
+# ---------------------------------------------------------------- the fault injection suite (tests/gpu/faults.py)
+
+P = suite.Proc
+LAUNCHER = 100
+SANDBOX_RUN = ("/usr/bin/python3", "-I", "-S", "-X", "utf8", "/repo/agents/sandbox_child.py", "setup", "{}")
+# a colocated run as the launcher's descendants look: verl's driver leads its own session (supervisor.run), Ray's
+# actors and vLLM's processes in it, a sandbox run in a session of its own, with the fork that keeps its title
+RUN = [P(101, LAUNCHER, 101, ("python", "-m", "verl.trainer.main_ppo")),
+       P(102, LAUNCHER, LAUNCHER, ("python", "-m", "verl_recipes.data.prepare", "gsm8k_math")),
+       P(110, 101, 101, ("ray::TaskRunnerV1.run",)),
+       P(111, 101, 101, ("ray::WorkerDict.actor_rollout_update_actor",)),
+       P(112, 101, 101, ("ray::vLLMHttpServer.generate",)),
+       P(113, 112, 101, ("VLLM::EngineCore",)),
+       P(114, 113, 101, ("VLLM::Worker_TP0",)),
+       P(115, 101, 101, ("ray::RewardLoopWorker.compute_score",)),
+       P(116, 101, 101, ("ray::AgentLoopWorkerTQ.generate",)),
+       P(120, 116, 120, SANDBOX_RUN),
+       P(121, 120, 120, SANDBOX_RUN)]
+
+
+@pytest.mark.parametrize("fault,pid", [("vllm_engine", 113), ("vllm_worker", 114), ("trainer_worker", 111),
+                                       ("reward_worker", 115), ("sandbox", 120), ("stuck_engine", 113),
+                                       ("driver_during_save", 110)])
+def test_each_fault_hits_the_process_of_its_role(fault, pid):
+    assert suite.target(RUN, suite.KINDS[fault].role).pid == pid
+    assert suite.verl_session(RUN, LAUNCHER) == 101  # not the launcher's data preparation
+
+
+def test_a_dead_or_missing_process_is_no_target():
+    dead_engine = P(113, 112, 101, ("VLLM::EngineCore",), zombie=True)
+    assert suite.target([p for p in RUN if p.pid != 113] + [dead_engine], "vLLM engine") is None
+    assert suite.target(RUN[:2], "reward worker") is None
+    assert suite.verl_session(RUN[1:], LAUNCHER) is None  # verl's driver not started yet
+
+
+def test_the_faults_name_the_roles_the_supervisor_names():
+    named = {role for _, role in supervisor.ROLES}
+    assert {k.role for k in suite.KINDS.values() if k.named} <= named
+    assert set(suite.KINDS) == {"vllm_engine", "vllm_worker", "trainer_worker", "reward_worker", "sandbox",
+                                "stuck_engine", "driver_during_save"}  # issue 45's list
+
+
+def test_a_real_titled_process_is_found_in_its_session():
+    code = ("import subprocess, sys; p = subprocess.Popen(['bash', '-c', 'exec -a VLLM::EngineCore sleep 30'], "
+            "start_new_session=True); print(p.pid, flush=True); p.wait()")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    engine = int(launcher.stdout.readline())
+    try:
+        found = suite.poll(lambda: suite.target(suite.snapshot(launcher.pid), "vLLM engine"), 5, 0.02)
+        assert found and found.pid == engine and found.sid == engine
+        assert suite.verl_session(suite.snapshot(launcher.pid), launcher.pid) == engine
+    finally:
+        os.kill(engine, signal.SIGKILL)
+        launcher.wait()
+
+
+def step_folder(root, step, complete=True):
+    folder = root / f"global_step_{step}"
+    (folder / "actor").mkdir(parents=True)
+    if complete:
+        ckpt.mark(folder)
+    return folder
+
+
+def test_a_save_in_progress_is_a_step_folder_without_its_marker_past_the_last(tmp_path):
+    step_folder(tmp_path, 1)
+    assert suite.saving(tmp_path, 1) is None and suite.newest_step(tmp_path) == 1
+    writing = step_folder(tmp_path, 2, complete=False)
+    assert suite.saving(tmp_path, 1) == writing
+    assert suite.saving(tmp_path, 2) is None  # left from before the step the suite waits past
+    ckpt.mark(writing)
+    assert suite.saving(tmp_path, 1) is None and suite.newest_step(tmp_path) == 2
+    assert suite.newest_step(tmp_path / "none") == 0
+
+
+def test_the_relaunch_resumed_the_last_complete_checkpoint_and_passed_over_the_cut_one(tmp_path, monkeypatch):
+    """On resume.decide's own note and the launch record's keys (verl_recipes/launch.py)."""
+    monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path))
+    run_dir = tmp_path / "run"
+    two = step_folder(run_dir / resume.CHECKPOINTS, 2)
+    step_folder(run_dir / resume.CHECKPOINTS, 3, complete=False)
+    cfg = OmegaConf.create({"trainer": {"max_actor_ckpt_to_keep": 2}})
+    (run_dir / resume.STORED).write_text("trainer:\n  max_actor_ckpt_to_keep: 2\n")
+    decision = resume.decide("run", cfg)
+    launch_dir = run_dir / resume.LAUNCHES / "20261127-120000"
+    launch_dir.mkdir(parents=True)
+    (launch_dir / "launch.json").write_text(json.dumps({"decision": decision.note,
+                                                        "resumed_from": str(decision.checkpoint)}))
+    launch = suite.last_launch(run_dir)
+    assert suite.resumed(launch, two, trained=True)
+    assert not suite.resumed(launch, two, trained=False)
+    assert not suite.resumed(launch, step_folder(tmp_path / "other", 1), trained=True)
+    assert not suite.resumed({}, two, trained=True) and not suite.resumed(launch, None, trained=True)
+    assert suite.passed_over(launch, "global_step_3")
+    assert not suite.passed_over(launch, "global_step_30") and not suite.passed_over({}, "global_step_3")
+
+
+def record(fault, **changes):
+    kind = suite.KINDS[fault]
+    message = supervisor.Fault(kind.role, 113, kind.what).message()
+    rec = {"fault": fault, "mode": "colocated", "rc": 1, "detect_s": 25.0, "message": message,
+           "expected_message": message, "resumed": True, "gpu_processes_left": []}
+    if not kind.ends:
+        rec.update(rc=None, detect_s=None, message=None, resumed=None, trained_after=True)
+    if fault == "driver_during_save":
+        rec.update(message=None, cut="global_step_3", cut_short=True, passed_over=True)
+    return {**rec, **changes}
+
+
+@pytest.mark.parametrize("fault", list(suite.KINDS))
+def test_a_fault_ended_in_bound_named_and_resumed_passes(fault):
+    assert suite.failures(suite.KINDS[fault], record(fault)) == []
+
+
+@pytest.mark.parametrize("changes,why", [
+    ({"rc": None, "detect_s": None}, "did not end within 90 s"),
+    ({"rc": 0}, "exited 0"),
+    ({"detect_s": 61.0}, "61 s after the fault, over its 60 s bound"),
+    ({"message": None}, "the supervisor's line is None"),  # verl ended by itself, no line names the worker
+    ({"resumed": None}, "not relaunched"),
+    ({"resumed": False}, "did not resume"),
+    ({"gpu_processes_left": [{"pid": 7, "name": "python", "used_mib": "500"}]}, "1 GPU process(es) left 30 s"),
+])
+def test_a_worker_fault_fails_on_each_broken_promise(changes, why):
+    found = suite.failures(suite.KINDS["vllm_engine"], record("vllm_engine", **changes))
+    assert len(found) == 1 and why in found[0], found
+
+
+def test_a_stopped_engine_has_the_heartbeat_bound_and_the_others_theirs():
+    assert suite.KINDS["stuck_engine"].bound_s == 2 * supervisor.POLL_S + supervisor.STOPPED_S + supervisor.CLEANUP_S
+    assert suite.KINDS["stuck_engine"].what == "stopped" and suite.KINDS["vllm_engine"].what == "died"
+    assert suite.KINDS["reward_worker"].bound_s == 60.0 == suite.KINDS["driver_during_save"].bound_s
+    assert not suite.failures(suite.KINDS["stuck_engine"], record("stuck_engine", detect_s=43.0))
+    assert suite.failures(suite.KINDS["stuck_engine"], record("stuck_engine", detect_s=45.0))
+
+
+def test_a_killed_sandbox_call_must_leave_the_run_training():
+    kind = suite.KINDS["sandbox"]
+    assert "ended (exit 1)" in suite.failures(kind, record("sandbox", rc=1))[0]
+    assert "no step was checkpointed" in suite.failures(kind, record("sandbox", trained_after=False))[0]
+    assert "the supervisor ended the run" in suite.failures(kind, record("sandbox", message="[supervisor] x"))[0]
+
+
+def test_a_save_that_finished_or_a_cut_one_resumed_fails():
+    kind = suite.KINDS["driver_during_save"]
+    assert "no save was cut short" in suite.failures(kind, record("driver_during_save", cut_short=False))[0]
+    assert "did not name global_step_3" in suite.failures(kind, record("driver_during_save", passed_over=False))[0]
+
+
+def test_records_are_written_as_issue_45_names_them(tmp_path):
+    suite.write(record("vllm_engine", mode="separate_async"), tmp_path)
+    rec = json.loads((tmp_path / "vllm_engine-separate_async.json").read_text())
+    assert rec["passed"] is True and rec["failures"] == []
+    assert suite.record_name("sandbox", "colocated") == "sandbox.json"
+
+
+def test_nvidia_smi_lines_and_the_hardware():
+    text = "4242, /usr/bin/python3, 1500\n4243, ray::WorkerDict, 900\n"
+    assert suite.parse_compute_apps(text) == [{"pid": 4242, "name": "/usr/bin/python3", "used_mib": "1500"},
+                                              {"pid": 4243, "name": "ray::WorkerDict", "used_mib": "900"}]
+    assert suite.parse_compute_apps("") == [] and suite.parse_compute_apps("No running processes found") == []
+    assert suite.hardware(["NVIDIA H100 80GB HBM3"] * 4, "2,3") == "2 x NVIDIA H100 80GB HBM3 (GPU 2,3 of 4)"
+
+
+def test_the_launch_is_the_cards_tiny_smoke_made_resumable():
+    args = suite.launch_args("qwen25-7b-grpo:separate_async", REPO / "tiny" / "model")
+    assert args[0] == "+configs/smoke=tiny_gpu_separate_async" and "trainer.save_freq=1" in args
+    assert not [a for a in args if "hf_model" in a or "${trainer.total_training_steps}" in a]
+
+
+def test_colocated_faults_lay_out_one_a_gpu_in_one_wave():
+    laid = suite.lay_out(suite.plan(["colocated"], list(suite.KINDS), 2), 4, 15)
+    jobs = suite.side_by_side_jobs(laid, "/tmp/faults/out")
+    assert sorted(job.split()[0] for job in jobs) == ["0", "1", "2", "3"]  # none queued
+    assert [job.split()[5:7] for job in jobs] == [["qwen25-7b-grpo", "vllm_engine,vllm_worker"],
+                                                  ["qwen25-7b-grpo", "trainer_worker,reward_worker"],
+                                                  ["qwen25-7b-grpo", "stuck_engine,driver_during_save"],
+                                                  ["retool-qwen25-7b", "sandbox"]]
+    assert 700 < suite.expected_s(laid) < 900
+
+
+def test_separate_async_takes_two_gpus_a_job_and_queues_what_does_not_fit():
+    laid = suite.lay_out(suite.plan(["separate_async"], list(suite.KINDS), 3), 4, 15)
+    assert [job.split()[0] for job in suite.side_by_side_jobs(laid, "o")] == ["0,1", "2,3"]
+    assert "sandbox" not in str(laid)  # the variant has no tool
+    both = suite.side_by_side_jobs(suite.lay_out(suite.plan(list(suite.MODES), list(suite.KINDS), 2), 4, 15), "o")
+    assert len(both) == 7 and sum(job.startswith("+") for job in both) == 5  # two jobs of two GPUs start
+    with pytest.raises(ValueError, match="needs 2 GPUs"):
+        suite.lay_out(suite.plan(["separate_async"], ["vllm_engine"], 1), 1, 15)
+
+
+def test_the_plan_is_refused_when_its_seconds_do_not_fit(capsys):
+    with pytest.raises(SystemExit):
+        suite.main(["600", "--modes", "colocated"])
+    assert "takes about" in capsys.readouterr().err
+    assert suite.main(["900", "--modes", "colocated", "--dry-run"]) == 0
+    assert "4 jobs on 4 GPUs" in capsys.readouterr().out
