@@ -10,8 +10,9 @@ import pytest
 
 from verl_recipes.catalog import REPO
 
-# learn_reruns.py is a launcher (SECONDS of learning runs across a host's GPUs), not a check
-SCRIPTS = sorted(p.name for p in (REPO / "tests" / "gpu").glob("*.py") if p.name != "learn_reruns.py")
+# learn_reruns.py and faults.py are launchers (SECONDS of runs across a host's GPUs), not checks
+LAUNCHERS = {"learn_reruns.py", "faults.py"}
+SCRIPTS = sorted(p.name for p in (REPO / "tests" / "gpu").glob("*.py") if p.name not in LAUNCHERS)
 
 
 @pytest.mark.gpu

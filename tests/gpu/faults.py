@@ -326,12 +326,8 @@ def expected_s(laid) -> float:
 
 
 def in_checkout(command: list[str]) -> list[str]:
-    """`command` with this checkout importable as installed and the kit's spares on PYTHONPATH (as smoke_tiny.sh),
-    setproctitle too: vLLM titles its processes (VLLM::EngineCore, the roles the supervisor and the suite find) only
-    when it imports, as it does on a user's node (a vLLM requirement); the kit carries it as a spare."""
-    spare = '"$PYTHONPATH:${GPU_KIT:-/tmp/gpu}/root/layers/Z/setproctitle"'
-    return ["bash", "-c", f'source {HERE}/checkout_path.sh && source {HERE}/kit_spares.sh && export PYTHONPATH={spare} '
-            f'&& exec "$@"', "_", *command]
+    """`command` with this checkout importable as installed and the kit's spares on PYTHONPATH (as smoke_tiny.sh)."""
+    return ["bash", "-c", f'source {HERE}/checkout_path.sh && source {HERE}/kit_spares.sh && exec "$@"', "_", *command]
 
 
 def launch_args(spec: str, model: Path) -> list[str]:
