@@ -99,3 +99,31 @@ def test_what_verl_leaves_behind_is_killed(tmp_path, fast, capfd):
     assert code == 0
     assert f"[supervisor] killed 1 process(es) of the run left 2 s after verl exited: [{leftover}]" in capfd.readouterr().out
     assert not left([leftover, *roles.values()])
+
+
+RAY_REPORT = """Traceback (most recent call last):
+  File "verl/trainer/main_ppo.py", line 42, in main
+ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
+\tclass_name: RewardLoopWorker
+\tactor_id: 5f1c0e8a9b7d6c5e4f3a2b1c01000000
+\tpid: 4242
+\tname: reward_loop_worker_0
+\tnamespace: 7a1b
+\tip: 10.0.3.7
+The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR
+"""
+
+
+def test_a_death_ray_reported_before_verl_exited_is_named(tmp_path, fast, capfd):
+    """verl often ends by itself within a second of an actor's death (Ray's ActorDiedError): the supervisor names the
+    actor from Ray's report in the log, with the next step."""
+    (tmp_path / "report").write_text(RAY_REPORT)
+    code = supervisor.run(["bash", "-c", "cat report; exit 1"], tmp_path, dict(os.environ), log=tmp_path / "verl.log")
+    out = capfd.readouterr().out
+    assert code == 1
+    assert "[supervisor] the reward worker (pid 4242 on 10.0.3.7) died; the run cannot go on" in out
+    # no report, or a clean exit: nothing to name
+    assert supervisor.run(["bash", "-c", "echo oops; exit 2"], tmp_path, dict(os.environ), log=tmp_path / "b.log") == 2
+    assert supervisor.run(["bash", "-c", "cat report"], tmp_path, dict(os.environ), log=tmp_path / "c.log") == 0
+    assert "[supervisor]" not in capfd.readouterr().out
+    assert supervisor.reported_death(RAY_REPORT.replace("RewardLoopWorker", "TaskRunner")).role == "Ray actor TaskRunner"

@@ -8,11 +8,15 @@ Each poll names the session's processes by role from their titles (Ray's `ray::<
 gets SIGTERM, then SIGKILL. A role that ends as verl ends is verl's own shutdown, not a fault; a long step, a slow
 first compile or a long validation changes no process, so nothing here can end a healthy run. When verl exits,
 whatever of the session is left after CLEANUP_S is killed, so no GPU process outlives the run.
+A Ray actor's death usually ends verl by itself first (Ray raises ActorDiedError in the driver within a second or two,
+before GRACE_S): when verl exits non-zero, the supervisor reads Ray's report of the death from the run's log and
+prints the same one line.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -41,14 +45,33 @@ CLEANUP_S = 10.0
 NEXT = "the run cannot go on: `make <recipe>` (RESUME=auto) resumes it from its last complete checkpoint"
 
 
+ACTOR_DIED = "The actor died unexpectedly before finishing this task."
+LOG_TAIL = 1 << 20  # bytes of the log read for Ray's report: a traceback sits at its end
+
+
 @dataclass
 class Fault:
     role: str
     pid: int
     what: str  # "died" or "stopped"
+    host: str = ""  # where Ray reported it; this machine's name when empty
 
     def message(self) -> str:
-        return f"[supervisor] the {self.role} (pid {self.pid} on {socket.gethostname()}) {self.what}; {NEXT}"
+        return f"[supervisor] the {self.role} (pid {self.pid} on {self.host or socket.gethostname()}) {self.what}; {NEXT}"
+
+
+def reported_death(text: str) -> Fault | None:
+    """The actor of Ray's last ActorDiedError report in `text` (its class_name, pid and ip lines), as a Fault."""
+    at = text.rfind(ACTOR_DIED)
+    if at < 0:
+        return None
+    report = "\n".join(text[at:].splitlines()[1:10])
+    fields = {key: m.group(1) for key in ("class_name", "pid", "ip") if (m := re.search(rf"\b{key}: (\S+)", report))}
+    if "class_name" not in fields:
+        return None
+    title = f"ray::{fields['class_name']}"
+    role = next((role for prefix, role in ROLES if title.startswith(prefix)), f"Ray actor {fields['class_name']}")
+    return Fault(role, int(fields.get("pid", 0)), "died", fields.get("ip", ""))
 
 
 def role_of(proc: psutil.Process) -> str | None:
@@ -158,6 +181,12 @@ def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> in
         print(fault.message(), flush=True)
         end_session(driver.pid, CLEANUP_S)
     code = driver.wait()
+    if code and not fault and log:
+        copier.join(timeout=5)  # verl's last lines, its traceback, reach the log
+        with open(log, "rb") as text:
+            text.seek(max(0, log.stat().st_size - LOG_TAIL))
+            if died := reported_death(text.read().decode(errors="replace")):
+                print(died.message(), flush=True)
     left = end_session(driver.pid, CLEANUP_S)
     if left:
         print(f"[supervisor] killed {len(left)} process(es) of the run left {CLEANUP_S:.0f} s after verl exited: "
