@@ -25,13 +25,26 @@ def _cuda_available() -> bool:
         return False
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects what is marked here
 def pytest_collection_modifyitems(config, items):
+    mark_representatives(items)
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on a GPU node, or tests/gpu/ on the lent machine)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def mark_representatives(items):
+    """A test marked `representative` runs its first case in make test-fast; its other cases are slow."""
+    seen = set()
+    for item in items:
+        if item.get_closest_marker("representative"):
+            function = (item.path, item.originalname)
+            if function in seen:
+                item.add_marker(pytest.mark.slow)
+            seen.add(function)
 
 
 @pytest.fixture
