@@ -73,6 +73,7 @@ def test_multi_turn_tool_agent_is_wired(name):
     assert cfg.data.return_raw_chat is True
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("name", AGENT_RECIPES)
 def test_data_and_reward_keys(name):
     _, _, _, dataset, reward_module, _ = AGENT_RECIPES[name]
@@ -169,6 +170,7 @@ def test_rl_starts_from_the_newest_cold_start_checkpoint(tmp_path, monkeypatch):
     assert cold_start.model_args(catalog.get("qwen25-7b-grpo"), []) == []
 
 
+@pytest.mark.slow
 def test_log_prob_budget_too_large_for_the_logits_is_refused_by_the_planner():
     errors = check(catalog.get(RETOOL), ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=294912"])
     assert any("old log-prob pass needs" in e and "log_prob_max_token_len_per_gpu" in e for e in errors), errors

@@ -93,6 +93,7 @@ def test_variants_splits_and_smoke_overlays_pass_async_rules(variant, args):
     assert async_errors(cfg, ENTRYPOINTS[variant], 8) == []
 
 
+@pytest.mark.slow
 def test_generic_node_smoke_overlay_breaks_fully_async():
     # Why the async variants need their own smoke overlays: the node overlay's train_batch_size=32.
     cfg = compose(catalog.Recipe(*RECIPE, "async"), "+configs/smoke=node", naming=False)

@@ -1,6 +1,8 @@
 """Batch and token arithmetic (verl_recipes/check/arithmetic.py) on a composed recipe: one message per fault,
 naming the key."""
 
+import pytest
+
 from verl_recipes import catalog
 from verl_recipes.check.arithmetic import arithmetic_errors
 from verl_recipes.compose import compose
@@ -17,6 +19,7 @@ def test_token_budget_must_hold_the_longest_sequence():
                                             "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size=2"])) == []
 
 
+@pytest.mark.slow
 def test_fixed_micro_batches_need_a_size():
     (error,) = arithmetic_errors(compose(QWEN, ["actor_rollout_ref.actor.use_dynamic_bsz=false"]))
     assert "'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu'" in error

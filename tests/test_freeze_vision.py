@@ -338,6 +338,7 @@ def test_wrapped_megatron_builder_needs_the_bridge_provider():
         build(engine)
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("name, override, named", [
     ("qwen3-vl-30b-a3b-geo3k-dapo", "actor_rollout_ref.actor.megatron.vanilla_mbridge=true",
      "'actor_rollout_ref.actor.megatron.vanilla_mbridge' = true"),  # the Megatron path: no provider, no hook
@@ -349,6 +350,7 @@ def test_make_check_refuses_before_start_up_what_the_hook_refuses_at_engine_buil
     assert error.startswith(named), error
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("value", ["true", "null"])
 def test_make_check_refuses_a_megatron_vl_recipe_whose_bridge_freezes_the_language_model(value):
     """Megatron-Bridge 0.5.1's Qwen3-VL-MoE provider freezes the language model unless told not to; with the frozen

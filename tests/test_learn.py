@@ -245,6 +245,7 @@ def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, t
     assert cfg.algorithm.filter_groups.enable is False
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("name, lr", [("retool-qwen25-7b", 1e-4), ("qwen25-7b-grpo", 5e-4)])
 def test_a_cards_learn_args_come_last(name, lr, tmp_path):
     """The tool task's card lowers configs/learn/tiny's lr (5e-4 broke its tool call in one update on the GPU)."""
@@ -428,6 +429,7 @@ def test_sums_validation_asks_only_the_held_out_questions_and_training_never():
     assert not {question(row) for row in task.rows("train", 1024, seed=2)} & held_out
 
 
+@pytest.mark.slow
 def test_a_pretrained_learning_run_is_the_recipe_itself_with_its_own_model(tmp_path):
     """learn_model: own: no tiny overlay and no warm-up lr; the recipe's batch, lr and steps, greedy validation."""
     from verl_recipes.check.recipe import check

@@ -20,6 +20,7 @@ def everything(module: str) -> bool:
 
 
 # qwen3-vl-30b-a3b-geo3k-dapo turns gradient_accumulation_fusion on itself: the fragment still wins
+@pytest.mark.representative
 @pytest.mark.parametrize("name", ["qwen3-30b-a3b-grpo", "qwen25-7b-grpo:megatron", "qwen3-vl-30b-a3b-geo3k-dapo"])
 def test_a_megatron_recipe_without_flash_attn_or_apex_gets_fused_attention_and_no_fusion(name):
     recipe = catalog.parse(name)

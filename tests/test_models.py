@@ -152,6 +152,7 @@ def test_an_absent_gguf_reader_names_the_pip_command(tiny_package, monkeypatch):
     assert problem.endswith("pip install --no-deps tiny-pkg gguf")
 
 
+@pytest.mark.slow
 def test_the_recipe_is_proven_before_its_model_and_data_exist(tmp_path, monkeypatch):
     monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("RL_MODELS_DIR", raising=False)

@@ -107,6 +107,7 @@ def test_total_gpus_tile_the_megatron_and_rollout_layouts(name, variant):
     assert gpus % replica == 0
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("name, variant", all_moe_configs())
 def test_moe_overrides_reach_actor_and_reference(name, variant):
     cfg = composed(name, variant)
@@ -145,6 +146,7 @@ def readme_rows(name: str) -> dict[str, dict[str, str]]:
     return rows
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("variant", PRESETS)
 def test_preset_fits_80gb_and_the_readme_holds_the_planner_numbers(variant):
     result = plan(composed(BIG, variant), BIG_CONFIG, gpu_memory_gib=80)
@@ -158,6 +160,7 @@ def test_preset_fits_80gb_and_the_readme_holds_the_planner_numbers(variant):
     assert row["planner verdict"] == "fits"
 
 
+@pytest.mark.slow
 def test_standin_fits_one_node_and_its_readme_holds_the_planner_numbers():
     result = plan(composed(STANDIN), STANDIN_CONFIG, gpu_memory_gib=80)
     assert result.errors == [] and result.fits, result.verdict
@@ -171,6 +174,7 @@ def test_vl_presets_are_the_talks_whole_grid():
     assert set(catalog.variants(VL, "v1")) == set(VL_PRESETS) - {None} == set(catalog.load_card(VL, "v1")["variants"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VL_PRESETS)
 def test_vl_preset_fits_80gb_and_the_readme_holds_the_planner_numbers(variant):
     tp, ep = VL_PRESETS[variant]
@@ -216,6 +220,7 @@ def test_cards_name_their_smoke_model_and_tiny_family():
     assert set(catalog.load_card(BIG, "v1")["variants"]) == set(PRESETS)
 
 
+@pytest.mark.slow
 def test_standin_node_smoke_keeps_a_valid_layout():
     cfg = composed(STANDIN, None, ("+configs/smoke=node", "actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B"))
     result = plan(cfg, STANDIN_CONFIG, gpu_memory_gib=80)
@@ -278,6 +283,7 @@ def test_the_tiny_qwen3_moe_has_the_30b_architecture_and_routes_every_layer(tiny
     assert out.router_logits[0].shape[-1] == model.config.num_experts == 8  # transformers 5: num_local_experts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [STANDIN, VL])
 def test_the_tiny_layouts_split_the_tiny_models(name):
     """EP divides the experts, TP the heads and KV heads, PP the layers, and the GPUs hold the trainer: the tiny
@@ -327,6 +333,7 @@ def test_the_tiny_dapo_prompts_fit_the_tiny_smoke(tiny_moe):
 # ------------------------------------------------------------------------------------------------ Megatron's scheduler
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("steps, warmup, refused", [(5, 10, True), (10, 10, True), (11, 10, False), (3, 0, False)])
 def test_megatron_warm_up_must_end_before_the_last_step(steps, warmup, refused):
     """Megatron asserts lr_warmup_steps < lr_decay_steps (= total_training_steps) at start-up; the tiny VL-MoE smoke
@@ -342,6 +349,7 @@ def test_megatron_warm_up_must_end_before_the_last_step(steps, warmup, refused):
     assert megatron_scheduler_errors(composed("qwen25-vl-7b-geo3k-dapo", None, args)) == []
 
 
+@pytest.mark.slow
 def test_megatron_warm_up_ratio_and_decay_steps_count():
     from verl_recipes.check.startup import megatron_scheduler_errors
 
@@ -352,6 +360,7 @@ def test_megatron_warm_up_ratio_and_decay_steps_count():
     assert megatron_scheduler_errors(composed(VL, None, decay)) == []  # decays over 100 steps, not 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, variant", [(STANDIN, None), (VL, None), ("qwen25-7b-grpo", "megatron")])
 def test_the_smoke_overlays_pass_megatron_scheduler(name, variant):
     """The node smoke runs 3 steps and the tiny one 2: their overlay turns the warm-up off."""

@@ -100,6 +100,7 @@ def test_the_moe_recipes_record_their_layout_at_4_gpus():
     assert {o.key: o.value for o in vl.overrides()}[EP] == 4
 
 
+@pytest.mark.slow
 def test_a_count_that_does_not_scale_names_its_key():
     with pytest.raises(RecipeError, match="'data.train_batch_size' = 12 does not scale to 3 GPUs"):
         compose_node(catalog.parse("qwen25-7b-grpo"), 3, "data.train_batch_size=12")
@@ -117,6 +118,7 @@ def test_overrides_are_written_in_hydras_grammar(node4):
     assert node.cfg.data.train_batch_size == 32 and node.args()[0] == "data.train_batch_size=64"
 
 
+@pytest.mark.slow
 def test_fewer_layers_where_even_the_larger_machine_cannot_hold_the_shape(monkeypatch):
     """With cards too small for 48 layers, the real width keeps as many layers as fit, in whole PP x VPP chunks."""
     node = compose_node(catalog.parse("qwen3-30b-a3b-grpo"), 4)
@@ -132,6 +134,7 @@ def test_fewer_layers_where_even_the_larger_machine_cannot_hold_the_shape(monkey
 # ---------------------------------------------------------------- prompts
 
 
+@pytest.mark.slow
 def test_prompts_fill_the_length_the_filter_keeps_and_vision_rows_carry_an_image(tmp_path):
     """With a length filter of plain characters (a prompt's text of at most 700), every row is as long as it keeps;
     a geo3k row carries one image of the planned size; train holds a batch for each step and for each batch DAPO's

@@ -3,6 +3,7 @@ with data.train_files/val_files overridden prepares nothing of the card's datase
 
 from __future__ import annotations
 
+import pytest
 from conftest import ONE_ROW, write_parquet
 
 from verl_recipes import catalog, cli
@@ -31,6 +32,7 @@ def test_a_parquet_without_prompt_is_refused_naming_the_column(tmp_path, capsys)
     assert "val.parquet" not in out  # the valid file is not blamed
 
 
+@pytest.mark.slow
 def test_ill_typed_columns_are_named_with_their_type(tmp_path):
     columns = {"prompt": ["What is 6 * 7?"], "data_source": [1], "reward_model": [{"answer": "42"}]}
     errors = "\n".join(check(catalog.get(QWEN), _own(tmp_path, columns)))
@@ -39,11 +41,13 @@ def test_ill_typed_columns_are_named_with_their_type(tmp_path):
     assert "no column 'reward_model.ground_truth'" in errors and "reward_model is struct<answer: string>" in errors
 
 
+@pytest.mark.slow
 def test_a_vision_language_recipe_needs_images(tmp_path):
     errors = "\n".join(check(catalog.get("qwen25-vl-7b-geo3k-dapo"), _own(tmp_path, ONE_ROW)))
     assert "no column 'images' (data.image_key)" in errors
 
 
+@pytest.mark.slow
 def test_own_data_prepares_nothing_of_the_card_and_says_so(tmp_path, run_env, capsys):
     plan = plan_launch(catalog.get(QWEN), _own(tmp_path, ONE_ROW), dry=True)
     assert plan.data == [] and plan.unused_data == ["gsm8k_math"]
@@ -52,6 +56,7 @@ def test_own_data_prepares_nothing_of_the_card_and_says_so(tmp_path, run_env, ca
             "files)") in described
 
 
+@pytest.mark.slow
 def test_the_card_data_is_prepared_when_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("RL_DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("RL_RUNS_DIR", str(tmp_path / "runs"))

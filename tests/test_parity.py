@@ -29,6 +29,7 @@ def test_an_unexplained_deviation_is_named_and_a_written_reason_explains_it(scra
     assert "a test says so [recipes/qwen25-7b-grpo/v1/recipe.yaml]" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_reason_printed_is_the_one_beside_the_value_that_lands(scratch_root):
     key = "actor_rollout_ref.rollout.gpu_memory_utilization"
     recipe = catalog.get("qwen25-7b-grpo", variant="megatron")
@@ -44,6 +45,7 @@ def test_the_reason_printed_is_the_one_beside_the_value_that_lands(scratch_root)
     assert own.reason == "the variant's own reason"
 
 
+@pytest.mark.slow
 def test_a_key_verl_does_not_read_under_our_switch_is_inert_and_only_then(scratch_root):
     key = "actor_rollout_ref.actor.kl_loss_coef"
     recipe = catalog.get("retool-qwen25-7b")  # no KL loss; verl-recipe's ReTool passes kl_loss_coef=0.0
@@ -100,6 +102,7 @@ def test_vl_grpo_baseline_takes_verls_vl_kl_coefficient():
     assert compose(catalog.get("qwen25-7b-grpo")).actor_rollout_ref.actor.kl_loss_coef == 0.001
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("name, variant", [("qwen25-vl-7b-geo3k-dapo", None), ("qwen3-vl-8b-geo3k-dapo", None),
                                            ("qwen25-vl-7b-geo3k-dapo", "separate_async"),
                                            ("qwen3-vl-30b-a3b-geo3k-dapo", None)])
@@ -112,6 +115,7 @@ def test_dapo_recipes_take_every_dapo_scripts_optimizer_clip_and_validation(name
     assert cfg.trainer.log_val_generations == 10
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("name", ["qwen3-235b-a22b-grpo", "qwen3-30b-a3b-grpo"])
 def test_qwen3_hybrid_models_think_with_a_shaped_length_budget(name):
     cfg = compose(catalog.get(name))
@@ -121,6 +125,7 @@ def test_qwen3_hybrid_models_think_with_a_shaped_length_budget(name):
     assert cfg.reward.reward_manager.name == "dapo" and buffer.enable and 0 < buffer.len < 8192
 
 
+@pytest.mark.slow
 def test_served_results_save_a_hugging_face_folder_and_log_validation_samples():
     deepeyes = compose(catalog.get("deepeyes-qwen25-vl-7b"))
     retool = compose(catalog.get("retool-qwen25-7b"))
@@ -129,6 +134,7 @@ def test_served_results_save_a_hugging_face_folder_and_log_validation_samples():
     assert retool.trainer.log_val_generations == 20
 
 
+@pytest.mark.slow
 def test_make_check_composes_a_recipes_deviations_once_and_only_inside_it(monkeypatch):
     """Its README table and its unexplained check read the same list; outside `make check` nothing is kept."""
     calls = []

@@ -84,6 +84,7 @@ def test_fsdp_recipe_fits_and_logits_dominate_until_fused_kernels():
     assert fused.rollout.concurrent_sequences > fused.rollout.max_num_seqs  # 3k-token sequences, TP 2
 
 
+@pytest.mark.slow
 def test_old_log_prob_pass_peaks_at_the_logits_and_counts_the_entropy_only_when_eager():
     """verl 0.9.1 asks the old-log-prob pass for the entropy. Unfused, the pass peaks at the lm_head, the final hidden
     states and the bf16 logits; verl's compiled entropy adds nothing (measured, results/planner/); eager, a softmax."""
@@ -177,6 +178,7 @@ def test_qwen3_235b_demo_breaks_the_expert_layout_rules():
     assert any("[rollout EP equals TP×DP] EP 64, TP×DP = 8" in error for error in result.errors)
 
 
+@pytest.mark.slow
 def test_qwen3_235b_needs_megatron_cpu_optimizer_on_64_gpus():
     fixed = [f"{MEGATRON}.expert_tensor_parallel_size=1"]
     result = plan(composed(qwen3_235b_demo(fixed)), QWEN3_235B_A22B)

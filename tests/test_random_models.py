@@ -26,6 +26,7 @@ def sha256s(folder) -> dict:
     return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.iterdir())}
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("family, seed", [(family, int(seed)) for family in PINNED for seed in PINNED[family]])
 def test_tiny_families_build_the_pinned_bytes(family, seed, tmp_path):
     built = sha256s(MODELS[family](tmp_path / family, seed=seed))
@@ -82,6 +83,7 @@ def test_the_real_tokenizer_covers_the_vocabulary_and_keeps_tool_tags(tmp_path):
     assert tok.decode([151657, 151645, 151667], skip_special_tokens=True) == "<tool_call><think>"  # not special
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("hub_id", BUILT_CONFIGS)
 def test_a_real_shape_builds_with_its_token_ids(hub_id, tmp_path):
     """Config, tokenizer and processor only (the weights of these shapes are GBs): every token id the config names

@@ -92,6 +92,7 @@ def test_a_typo_inside_a_fragment_names_the_key_and_the_file(scratch_root):
                for e in errors), errors
 
 
+@pytest.mark.slow
 def test_a_legacy_reward_key_in_a_fragment_is_rejected(scratch_root):
     path = scratch_root / "configs" / "reward" / "math.yaml"
     _edit_yaml(path, lambda d: d.update(custom_reward_function={"path": "pkg://verl_recipes.rewards.math", "name": "compute_score"}))

@@ -52,6 +52,7 @@ echo "start $name" >> "$LOG"; "$@"; echo "end $name" >> "$LOG"
 """
 
 
+@pytest.mark.slow
 def test_a_queued_job_starts_when_the_jobs_on_its_gpus_have_ended(tmp_path):
     """"+GPUS NAME command" waits for every earlier job on any of its GPUs; the others start at once."""
     (tmp_path / "bin").mkdir()
@@ -118,6 +119,7 @@ def test_smoke_tiny_builds_a_missing_tiny_folder_first(tmp_path):
                                               "verl_recipes smoke", "verl_recipes smoke"]
 
 
+@pytest.mark.slow
 def test_lanes_share_a_gpu_and_queue_on_their_own_lane(tmp_path):
     """"0.a" and "0.b" run side by side on GPU 0; "+0.a" waits for lane a only; CUDA_VISIBLE_DEVICES drops the lane."""
     (tmp_path / "bin").mkdir()

@@ -113,6 +113,7 @@ def test_a_logger_list_without_the_file_logger_is_refused_with_the_fix():
     assert check(catalog.get("qwen25-7b-grpo"), "trainer.logger=[console,wandb,file]") == []
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("spec", ["qwen25-7b-grpo", "qwen25-7b-grpo:megatron", "qwen25-7b-grpo:async"])
 def test_tiny_smokes_start_no_dataloader_workers(spec, tmp_path):
     """The 'exit 0' gate: a worker killed at teardown, after the last step, made a good Megatron run exit 1."""

@@ -57,6 +57,7 @@ TESTED_ELSEWHERE = {
 }
 
 
+@pytest.mark.slow
 def test_inventory_matches_the_installed_verl():
     assert verl_asserts.differences(ENTRIES, verl_asserts.extract()) == []
 

@@ -80,6 +80,7 @@ def test_geo3k_reward_emits_the_acc_that_dynamic_sampling_filters_on():
     assert (right["acc"], wrong["acc"]) == (1.0, 0.0)
 
 
+@pytest.mark.slow
 def test_grpo_variant_differs_from_dapo_only_in_algorithm_keys():
     dapo, grpo = flatten(composed(DAPO)), flatten(composed(f"{DAPO}:grpo"))
     changed = {key for key in dapo.keys() | grpo.keys() if dapo.get(key, "<absent>") != grpo.get(key, "<absent>")}
@@ -95,6 +96,7 @@ def test_grpo_variant_differs_from_dapo_only_in_algorithm_keys():
         "actor_rollout_ref.rollout.n": 5, "reward.reward_kwargs.overlong_buffer_cfg.enable": None}
 
 
+@pytest.mark.slow
 def test_qwen3_recipe_is_the_qwen25_recipe_with_another_model():
     qwen25, qwen3 = flatten(composed(DAPO)), flatten(composed(QWEN3))
     changed = {key for key in qwen25.keys() | qwen3.keys() if qwen25.get(key) != qwen3.get(key)}
@@ -102,6 +104,7 @@ def test_qwen3_recipe_is_the_qwen25_recipe_with_another_model():
     assert qwen3["actor_rollout_ref.model.path"] == "Qwen/Qwen3-VL-8B-Instruct"
 
 
+@pytest.mark.slow
 def test_moe_recipe_is_the_qwen3_8b_workload_on_megatron():
     """Data, reward, objective, batches, lengths, images, validation and the freeze stay the 8B recipe's: only the
     model, the engine and what the engine needs (layout, memory, MoE kernels, token budgets, rollout split) change."""
@@ -196,6 +199,7 @@ def _prompt_inputs(folder, row, mm_processor_kwargs):
     return tokenizer, input_ids["input_ids"], pixels
 
 
+@pytest.mark.representative
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tiny_vl_model_runs_a_forward_pass_with_an_image(tiny_models, family):
     from transformers import AutoConfig, AutoModelForImageTextToText

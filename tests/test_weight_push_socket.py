@@ -76,6 +76,7 @@ def test_both_ends_of_a_run_name_one_path_and_two_runs_two(tmp_path):
     assert ends[None] == [VERL_PATH] * 2
 
 
+@pytest.mark.slow
 def test_verl_loads_the_hook_at_import_without_importing_vllm(tmp_path):
     out = run_python('''
         import sys, verl

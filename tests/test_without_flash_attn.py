@@ -86,6 +86,7 @@ def qwen25():
     return catalog.get("qwen25-7b-grpo")
 
 
+@pytest.mark.slow
 def test_torch_varlen_needs_the_hook_a_text_model_and_no_ulysses(qwen25):
     assert attention(compose(qwen25, ["+configs/attention=torch_varlen"])) == []
     alone = attention(compose(qwen25, ["+actor_rollout_ref.model.override_config.attn_implementation=torch_varlen"]))
@@ -97,6 +98,7 @@ def test_torch_varlen_needs_the_hook_a_text_model_and_no_ulysses(qwen25):
     assert any("sdpa_padded" in e for e in vl)
 
 
+@pytest.mark.slow
 def test_fused_kernels_are_refused_for_an_untied_lm_head_on_fsdp2(qwen25):
     untied = fused_kernels(compose(qwen25, ["actor_rollout_ref.model.use_fused_kernels=true"]))
     assert len(untied) == 1 and "untied lm_head" in untied[0]

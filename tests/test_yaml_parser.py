@@ -23,6 +23,7 @@ def test_composing_installs_the_c_loader():
     assert issubclass(c_loader(), yaml.cyaml.CParser) and issubclass(c_loader(), yaml.constructor.SafeConstructor)
 
 
+@pytest.mark.slow
 def test_every_config_file_of_verl_and_of_the_recipes_loads_to_the_same_data():
     assert len(FILES) > 150
     for path in FILES:
