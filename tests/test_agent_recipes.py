@@ -9,13 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
+from composed import composed
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf, open_dict
@@ -26,7 +26,6 @@ from transformers import PreTrainedTokenizerFast
 from verl_recipes import catalog
 from verl_recipes.catalog import REPO
 from verl_recipes.check.recipe import check
-from verl_recipes.compose import compose
 from verl_recipes.data.prepare import outputs
 from verl_recipes.data.prompts import CODE_INTERPRETER_CONFIG
 
@@ -42,9 +41,6 @@ AGENT_RECIPES = {
 }
 
 
-@cache
-def composed(name: str):
-    return compose(catalog.get(name), naming=False)
 
 
 def _tool_schemas(tool_config: Path) -> list[dict]:

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from composed import composed
 from omegaconf import OmegaConf
 
 from verl_recipes import catalog
@@ -29,10 +30,9 @@ ASYNC_FILES = {
 ENTRYPOINTS = {"async": FULLY_ASYNC, "separate_async": MAIN_PPO}
 
 
-@cache
 def raw(variant):
     """Flattened config with interpolations kept, as the schema check compares it."""
-    return flatten(compose(catalog.Recipe(*RECIPE, variant), naming=False, resolve=False))
+    return flatten(composed(RECIPE[0], variant, version=RECIPE[1], resolve=False))
 
 
 @cache

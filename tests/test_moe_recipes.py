@@ -12,6 +12,7 @@ import re
 from functools import cache
 
 import pytest
+from composed import composed
 from omegaconf import OmegaConf
 
 from verl_recipes import catalog
@@ -49,9 +50,6 @@ MOE_OVERRIDES = {
 }
 
 
-@cache
-def composed(name: str, variant: str | None = None, args: tuple[str, ...] = ()):
-    return compose(catalog.get(name, variant=variant), list(args), naming=False)
 
 
 @cache
