@@ -69,9 +69,12 @@ def reported_death(text: str) -> Fault | None:
     fields = {key: m.group(1) for key in ("class_name", "pid", "ip") if (m := re.search(rf"\b{key}: (\S+)", report))}
     if "class_name" not in fields:
         return None
-    title = f"ray::{fields['class_name']}"
-    role = next((role for prefix, role in ROLES if title.startswith(prefix)), f"Ray actor {fields['class_name']}")
+    role = role_titled(f"ray::{fields['class_name']}") or f"Ray actor {fields['class_name']}"
     return Fault(role, int(fields.get("pid", 0)), "died", fields.get("ip", ""))
+
+
+def role_titled(title: str) -> str | None:
+    return next((role for prefix, role in ROLES if title.startswith(prefix)), None)
 
 
 def role_of(proc: psutil.Process) -> str | None:
@@ -79,7 +82,7 @@ def role_of(proc: psutil.Process) -> str | None:
         title = " ".join(proc.cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
-    return next((role for prefix, role in ROLES if title.startswith(prefix)), None)
+    return role_titled(title)
 
 
 def session(sid: int) -> list[psutil.Process]:

@@ -61,13 +61,15 @@ def baseline(task: Task, score, rows: list[dict], call_rate: float | None = None
         result = score(row["data_source"], task.answer_text(answer), row["reward_model"]["ground_truth"], extra, **bound)
         return float(result["score"] if isinstance(result, dict) else result)
 
-    guess = sum(sum(graded(row, a, 2) for a in task.choices(row)) / len(task.choices(row)) for row in rows) / len(rows)
+    def guessed(turns: int) -> float:  # a uniform guess over each row's choices
+        return sum(sum(graded(row, a, turns) for a in task.choices(row)) / len(task.choices(row)) for row in rows) / len(rows)
+
+    guess = guessed(2)
     if not task.tool_fraction:
         return guess
     right = sum(graded(row, reply(row), 4) for row in rows) / len(rows)
-    miscopied = sum(sum(graded(row, a, 4) for a in task.choices(row)) / len(task.choices(row)) for row in rows) / len(rows)
     rate = task.tool_fraction if call_rate is None else call_rate
-    return rate * (copied * right + (1 - copied) * miscopied) + (1 - rate) * guess
+    return rate * (copied * right + (1 - copied) * guessed(4)) + (1 - rate) * guess
 
 
 def sampled_calls(folder: Path, schemas: list[dict], rows: list[dict], expected, seed: int) -> dict:
