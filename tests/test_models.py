@@ -124,6 +124,22 @@ def test_a_failed_conversion_leaves_nothing_and_a_present_model_is_kept(tiny_pac
     assert (done / "config.json").read_text() == "{}"  # a failed rebuild keeps the model that was there
 
 
+def test_a_model_another_process_completes_meanwhile_is_kept(tiny_package, tmp_path, monkeypatch):
+    """Two runs on one machine prepare the model at once: the second to finish keeps the first one's folder, which
+    the first run may already be loading, and leaves no temporary folder."""
+    dest = tmp_path / "models" / TINY
+
+    def beaten(gguf: Path, out: Path) -> None:
+        with monkeypatch.context() as other:  # the other process: its own pid, so its own temporary folder
+            other.setattr(models.os, "getpid", lambda: 1)
+            models.prepare(TINY, converter=lambda g, o: (o / "config.json").write_text('{"first": 1}'))
+        (out / "config.json").write_text('{"second": 1}')
+
+    assert models.prepare(TINY, converter=beaten) == dest
+    assert json.loads((dest / "config.json").read_text()) == {"first": 1}
+    assert sorted(p.name for p in dest.parent.iterdir()) == [dest.name]
+
+
 def test_a_foreign_folder_is_not_replaced_without_force(tiny_package, tmp_path):
     foreign = tmp_path / "models" / TINY
     foreign.mkdir(parents=True)

@@ -145,7 +145,8 @@ def prepare(hub_id: str, out: Path | None = None, force: bool = False,
     """Write the Hugging Face folder of `hub_id` to `out` (default: its folder under RL_MODELS_DIR); returns it.
 
     The folder is written beside `out` under a temporary name and renamed into place once complete, so `out` is
-    either absent or whole. A folder with a config.json is kept unless `force`."""
+    either absent or whole. A folder with a config.json is kept unless `force`, also one that another process (a second
+    run on the machine) completes while this one converts: that process may already be reading it."""
     if hub_id not in GGUF_MODELS:
         raise ModelPrepError(f"no GGUF source for '{hub_id}'; known: {', '.join(GGUF_MODELS)}")
     dest = Path(out) if out is not None else folder(hub_id)
@@ -171,6 +172,10 @@ def prepare(hub_id: str, out: Path | None = None, force: bool = False,
                   "file": entry.file, "seconds": round(time.monotonic() - start, 1),
                   "note": "the GGUF's dequantized weights: not bit-identical to the hub's checkpoint"}
         (tmp / SOURCE_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        if (dest / "config.json").is_file() and not force:  # a copy beside us finished first, and may be reading it
+            shutil.rmtree(tmp, ignore_errors=True)
+            print(f"{hub_id}: prepared meanwhile by another process ({dest}); kept", flush=True)
+            return dest
         if dest.exists():  # --force, or an empty folder: the old one goes only once the new one is complete
             old = dest.with_name(f"{dest.name}.old{os.getpid()}")
             os.replace(dest, old)
