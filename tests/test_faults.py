@@ -17,7 +17,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from verl_recipes import resume, supervisor
+from verl_recipes import gpu_queue, resume, supervisor
 from verl_recipes.catalog import REPO
 from verl_recipes.runtime import checkpoints as ckpt
 from verl_recipes.runtime import faults
@@ -249,25 +249,29 @@ def test_the_launch_is_the_cards_tiny_smoke_made_resumable():
     assert not [a for a in args if "hf_model" in a or "${trainer.total_training_steps}" in a]
 
 
+def laid_out(modes: list[str], chain: int, gpus: int = 4) -> list:
+    return gpu_queue.lay_out(suite.queue_jobs(suite.plan(modes, list(suite.KINDS), chain), "o"), gpus, 15)
+
+
 def test_colocated_faults_lay_out_one_a_gpu_in_one_wave():
-    laid = suite.lay_out(suite.plan(["colocated"], list(suite.KINDS), 2), 4, 15)
-    jobs = suite.side_by_side_jobs(laid, "/tmp/faults/out")
+    laid = laid_out(["colocated"], 2)
+    jobs = [placed.line() for placed in laid]
     assert sorted(job.split()[0] for job in jobs) == ["0", "1", "2", "3"]  # none queued
     assert [job.split()[5:7] for job in jobs] == [["qwen25-7b-grpo", "vllm_engine,vllm_worker"],
                                                   ["qwen25-7b-grpo", "trainer_worker,reward_worker"],
                                                   ["qwen25-7b-grpo", "stuck_engine,driver_during_save"],
                                                   ["retool-qwen25-7b", "sandbox"]]
-    assert 700 < suite.expected_s(laid) < 900
+    assert 700 < gpu_queue.finish_s(laid) < 900
 
 
 def test_separate_async_takes_two_gpus_a_job_and_queues_what_does_not_fit():
-    laid = suite.lay_out(suite.plan(["separate_async"], list(suite.KINDS), 3), 4, 15)
-    assert [job.split()[0] for job in suite.side_by_side_jobs(laid, "o")] == ["0,1", "2,3"]
+    laid = laid_out(["separate_async"], 3)
+    assert [placed.line().split()[0] for placed in laid] == ["0,1", "2,3"]
     assert "sandbox" not in str(laid)  # the variant has no tool
-    both = suite.side_by_side_jobs(suite.lay_out(suite.plan(list(suite.MODES), list(suite.KINDS), 2), 4, 15), "o")
+    both = [placed.line() for placed in laid_out(list(suite.MODES), 2)]
     assert len(both) == 7 and sum(job.startswith("+") for job in both) == 5  # two jobs of two GPUs start
     with pytest.raises(ValueError, match="needs 2 GPUs"):
-        suite.lay_out(suite.plan(["separate_async"], ["vllm_engine"], 1), 1, 15)
+        gpu_queue.lay_out(suite.queue_jobs(suite.plan(["separate_async"], ["vllm_engine"], 1), "o"), 1, 15)
 
 
 def test_the_plan_is_refused_when_its_seconds_do_not_fit(capsys):

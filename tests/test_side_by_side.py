@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from verl_recipes import gpu_queue
+
 REPO = Path(__file__).resolve().parent.parent
 STUB = """#!/usr/bin/env bash
 # stub of the kit's run.sh NAME LAYERSET TIMEOUT_S -- command...: records what the job saw, then runs the command
@@ -137,39 +139,57 @@ def test_lanes_share_a_gpu_and_queue_on_their_own_lane(tmp_path):
     assert {"gpus slow 0", "gpus quick 0", "gpus next 0", "gpus pair 0,1"} <= set(order)
 
 
+def load_reruns():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learn_reruns", REPO / "tests/gpu/learn_reruns.py")
+    reruns = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reruns)
+    return reruns
+
+
 def test_learn_reruns_lays_every_seed_s_run_and_control_over_the_lanes():
     """tests/gpu/learn_reruns.py: a run and a control per seed and recipe; a two-GPU variant takes lanes of two GPUs;
     a job behind another on its lane is queued ("+")."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("learn_reruns", REPO / "tests/gpu/learn_reruns.py")
-    reruns = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reruns)
+    reruns = load_reruns()
     planned = reruns.jobs(["r", "r:separate_async"], [1, 2])
     assert [(j[0], j[1], j[2]) for j in planned[:2]] == [("r", 1, "none"), ("r", 1, "shuffled")]
     assert len(planned) == 8 and {j[3] for j in planned if j[0] == "r:separate_async"} == {2}
-    laid = reruns.lay_out(planned, gpus=2, lanes=1)
+    laid = [p.line() for p in gpu_queue.lay_out(reruns.queue_jobs(planned, 480), gpus=2, stagger_s=15)]
     lanes = [job.split()[0] for job in laid]
-    assert lanes[:2] == ["0.a", "1.a"] and all(lane.startswith("+") for lane in lanes[2:])
+    assert lanes[:2] == ["0", "1"] and all(lane.startswith("+") for lane in lanes[2:])
     pairs = [lane.lstrip("+").split(",") for job, lane in zip(planned, lanes) if job[3] == 2]
-    assert all(len({lane.split(".")[0] for lane in pair}) == 2 for pair in pairs)
+    assert all(len(set(pair)) == 2 for pair in pairs)
     assert all("env SEED=" in job and "learn_tiny.sh" in job for job in laid)
+    two_lanes = gpu_queue.lay_out(reruns.queue_jobs(planned[:4], 480), gpus=2, stagger_s=15, lanes=2)
+    assert [p.lanes for p in two_lanes][:3] == [("0.a",), ("1.a",), ("0.b",)]
     # --jobs: these, in this order (a stale-weights control between two recipes' seeds)
     listed = [job for spec in ("r,1,none", "r,1,stale", "r:separate_async,2,shuffled") for job in reruns.listed(spec)]
     assert listed == [("r", 1, "none", 1), ("r", 1, "stale", 1), ("r:separate_async", 2, "shuffled", 2)]
-    assert reruns.lay_out(listed, gpus=2, lanes=1)[1].endswith("learn_tiny.sh r stale")
+    assert gpu_queue.lay_out(reruns.queue_jobs(listed, 480), 2, 15)[1].line().endswith("learn_tiny.sh r stale")
 
 
-def test_learn_reruns_refuses_more_waves_than_its_seconds_fit(capsys):
+def test_learn_reruns_refuses_a_layout_whose_last_job_ends_after_its_seconds(capsys):
     """Nine jobs on four GPUs are three waves: 1400 s killed the last wave's jobs in their last validation."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("learn_reruns", REPO / "tests/gpu/learn_reruns.py")
-    reruns = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reruns)
+    reruns = load_reruns()
     nine = ["r:separate_async,1,none", "r,1,none", "r,2,none", "r:separate_async,2,none", "r,3,none", "r,1,shuffled",
             "r:separate_async,3,none", "r,2,shuffled", "r,3,shuffled"]
     with pytest.raises(SystemExit):
         reruns.main(["1400", "--gpus", "4", "--dry-run", "--jobs", *nine])
-    assert "3 on a lane" in capsys.readouterr().err
+    assert "> 1400 s" in capsys.readouterr().err
     assert reruns.main(["1500", "--gpus", "4", "--dry-run", "--jobs", *nine]) == 0
+
+
+def test_a_long_job_keeps_its_lane_and_the_short_ones_fill_the_others(capsys):
+    """SmolLM2's run takes about three ReTool runs (EXPECTED_S): an equal-length guess queued ReTool behind it and
+    past the deadline (2026-11-27, 20:58 UTC); by expected seconds the others pass it by."""
+    reruns = load_reruns()
+    specs = ["smollm2-135m-grpo,1,none", "smollm2-135m-grpo,1,shuffled", *(
+        f"retool-qwen25-7b,{seed},{control}" for seed in (1, 2, 3) for control in ("none", "shuffled"))]
+    laid = gpu_queue.lay_out(reruns.queue_jobs([j for s in specs for j in reruns.listed(s)], 480), 4, 20)
+    assert [p.lanes for p in laid if p.job.name.startswith("smollm2")] == [("0",), ("1",)]
+    assert {p.lanes for p in laid if p.queued} == {("2",), ("3",)}
+    assert gpu_queue.finish_s(laid) == 60 + 3 * 480
+    assert reruns.main(["1500", "--gpus", "4", "--dry-run", "--jobs", *specs]) == 0
+    with pytest.raises(SystemExit):
+        reruns.main(["1400", "--gpus", "4", "--dry-run", "--jobs", *specs])

@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.append(str(REPO))  # verl_recipes from this checkout where none is installed (the lent machine)
 
-from verl_recipes import supervisor  # noqa: E402
+from verl_recipes import gpu_queue, supervisor  # noqa: E402
 from verl_recipes.runtime import checkpoints as ckpt  # noqa: E402
 
 MODES = {"colocated": "qwen25-7b-grpo", "separate_async": "qwen25-7b-grpo:separate_async"}
@@ -287,39 +287,11 @@ def plan(modes: list[str], faults: list[str], chain: int) -> list[tuple[str, lis
     return jobs
 
 
-def lay_out(jobs: list[tuple[str, list[str]]], gpus: int, stagger_s: float) -> list[tuple]:
-    """(GPUs, expected start, recipe, faults): two-GPU jobs first, then the longest, each on the GPUs free first.
-    side_by_side.sh starts unqueued jobs stagger_s apart and a queued one when its GPUs' last jobs end."""
-    free = [0.0] * gpus
-    laid = []
-    unqueued = 0
-    for spec, faults in sorted(jobs, key=lambda j: (-WIDTH[mode_of(j[0])], -job_seconds(j[1]))):
-        width = WIDTH[mode_of(spec)]
-        if width > gpus:
-            raise ValueError(f"{spec} needs {width} GPUs, the machine has {gpus}")
-        chosen = tuple(sorted(sorted(range(gpus), key=lambda g: (free[g], g))[:width]))
-        start = max(free[g] for g in chosen)
-        if start == 0:
-            start, unqueued = unqueued * stagger_s, unqueued + 1
-        for g in chosen:
-            free[g] = start + job_seconds(faults)
-        laid.append((chosen, start, spec, faults))
-    return laid
-
-
-def side_by_side_jobs(laid, out: str) -> list[str]:
-    """tests/gpu/side_by_side.sh job strings; "+" queues a job behind the earlier ones on its GPUs."""
-    lines, used = [], set()
-    for chosen, _, spec, faults in laid:
-        queued = "+" if used & set(chosen) else ""
-        used |= set(chosen)
-        lines.append(f"{queued}{','.join(map(str, chosen))} {job_name(spec, faults)} python3 {HERE / 'faults.py'} job "
-                     f"{spec} {','.join(faults)} --out {out}")
-    return lines
-
-
-def expected_s(laid) -> float:
-    return max((start + job_seconds(faults) for _, start, _, faults in laid), default=0.0)
+def queue_jobs(jobs: list[tuple[str, list[str]]], out: str) -> list[gpu_queue.Job]:
+    """The plan's jobs as verl_recipes/gpu_queue.py lays them out: two-GPU jobs first, then the longest."""
+    return [gpu_queue.Job(job_name(spec, faults), f"python3 {HERE / 'faults.py'} job {spec} {','.join(faults)} --out {out}",
+                          job_seconds(faults), WIDTH[mode_of(spec)])
+            for spec, faults in sorted(jobs, key=lambda j: (-WIDTH[mode_of(j[0])], -job_seconds(j[1])))]
 
 
 # ---------------------------------------------------------------- a job
@@ -546,19 +518,19 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     stagger = float(os.environ.get("STAGGER_S", "15"))
     try:
-        laid = lay_out(plan(ns.modes, ns.faults, ns.chain), ns.gpus, stagger)
+        laid = gpu_queue.lay_out(queue_jobs(plan(ns.modes, ns.faults, ns.chain), ns.out), ns.gpus, stagger)
     except ValueError as err:
         parser.error(str(err))
     if not laid:
         parser.error("no fault of --faults runs in --modes (the sandbox runs colocated only)")
-    took = expected_s(laid)
+    took = gpu_queue.finish_s(laid)
     if took > ns.seconds:
         parser.error(f"the layout takes about {took:.0f} s > {ns.seconds} s: give more seconds, fewer --modes or "
                      f"--faults, or another --chain")
-    jobs = side_by_side_jobs(laid, ns.out)
+    jobs = [placed.line() for placed in laid]
     if ns.dry_run:
-        for line, (_, start, _, faults) in zip(jobs, laid):
-            print(f"{line}    # starts ~{start:.0f} s, ~{job_seconds(faults):.0f} s")
+        for placed in laid:
+            print(f"{placed.line()}    # starts ~{placed.start:.0f} s, ~{placed.job.seconds:.0f} s")
         print(f"# {len(jobs)} jobs on {ns.gpus} GPUs: about {took:.0f} s")
         return 0
     os.execvp("bash", ["bash", str(HERE / "side_by_side.sh"), str(ns.seconds), *jobs])
