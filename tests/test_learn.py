@@ -429,6 +429,29 @@ def test_sums_validation_asks_only_the_held_out_questions_and_training_never():
     assert not {question(row) for row in task.rows("train", 1024, seed=2)} & held_out
 
 
+def test_a_pretrained_models_baseline_grades_every_sample_of_every_row_in_batches(tmp_path, monkeypatch):
+    """build.sampled_score samples OWN_SAMPLES answers a row, OWN_BATCH_ROWS rows a call (left-padded prompts of
+    different lengths), and grades each answer against its own row's label."""
+    from verl_recipes.learn import build
+    from verl_recipes.smoke.tiny import MODELS
+
+    model = MODELS["qwen2"](tmp_path / "model", seed=0)
+    rows = TASKS["sums"].rows("test", 5, seed=1)
+    rows[0] = {**rows[0], "prompt": [*rows[0]["prompt"][:-1], {"role": "user", "content": "What is 1 + 2? " * 4}]}
+    graded = []
+
+    def score(source, text, truth, extra):
+        graded.append((source, truth))
+        return {"score": float(len(graded) % 2)}
+
+    monkeypatch.setattr(build, "OWN_BATCH_ROWS", 2)
+    monkeypatch.setattr(build, "OWN_TOKENS", 3)
+    mean = build.sampled_score(model, TASKS["sums"], score, rows, seed=0)
+    assert graded == [(row["data_source"], row["reward_model"]["ground_truth"])
+                      for row in rows for _ in range(build.OWN_SAMPLES)]
+    assert mean == pytest.approx(sum(n % 2 for n in range(1, len(graded) + 1)) / len(graded))
+
+
 @pytest.mark.slow
 def test_a_pretrained_learning_run_is_the_recipe_itself_with_its_own_model(tmp_path):
     """learn_model: own: no tiny overlay and no warm-up lr; the recipe's batch, lr and steps, greedy validation."""
