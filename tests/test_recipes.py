@@ -212,3 +212,15 @@ def test_a_relative_data_dir_names_the_same_files_for_the_recipe_and_data_prep(m
     cfg = compose(catalog.get(QWEN))
     assert cfg.data.train_files == str(outputs("gsm8k_math")[0]) == str(tmp_path / "reldata/gsm8k_math/train.parquet")
     assert check(catalog.get(QWEN)) == []
+
+
+@pytest.mark.slow  # two spawned workers, each importing verl
+def test_make_check_over_worker_processes_proves_and_fails_as_one_process_does(scratch_root):
+    """`check all --jobs N` hands its proofs to N spawned processes: the same verdicts, in the same order, a
+    broken run included (a typo'd override names its key either way)."""
+    recipe = catalog.get(QWEN)
+    tasks = [("readme", QWEN), ("run", (recipe, "", [])),
+             ("run", (recipe, " typo", ["actor_rollout_ref.rollout.nn=8"])), ("run", (recipe, " n=8", ["actor_rollout_ref.rollout.n=8"]))]
+    alone = list(cli._proofs(tasks, 1))
+    assert [bool(errors) for errors in alone] == [False, False, True, False] and "rollout.nn" in alone[2][0]
+    assert list(cli._proofs(tasks, 2)) == alone

@@ -4,4 +4,5 @@ import sys
 
 from verl_recipes.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a `make check` worker process imports this module again
+    sys.exit(main())

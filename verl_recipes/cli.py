@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from verl_recipes import catalog
@@ -84,32 +85,59 @@ def _check(ns, scratch: str) -> int:
     else:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     with parity.memoized():
-        return _prove(runs)
+        return _prove(runs, ns.jobs if ns.name == "all" else 1)
 
 
-def _prove(runs: list) -> int:
+def _prove(runs: list, jobs: int = 1) -> int:
+    names = sorted({r.name for r, label, args in runs if not label and not args and r.published})
+    # each README's generated "differs from upstream" section is current; then every run
+    tasks = [("readme", name) for name in names] + [("run", run) for run in runs]
+    failed = 0
+    for (kind, what), errors in zip(tasks, _proofs(tasks, jobs)):
+        failed += bool(errors)
+        if kind == "readme":
+            print(f"{'FAIL ' if errors else 'ok   '} {what} README differs-from-upstream table")
+        else:
+            recipe, label, args = what
+            unpublished = " (unpublished copy: no pin, deviations not enforced)" if not label and not recipe.published else ""
+            print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}{unpublished}", flush=True)
+        for error in errors:
+            print(f"      {error}")
+    print(f"{len(tasks) - failed} proven, {failed} failed against verl {catalog_verl()}")
+    return 1 if failed else 0
+
+
+def _proofs(tasks: list, jobs: int):
+    """Each task's errors, in order: here, or over `jobs` worker processes (each composes what it proves; a spawned
+    one, as a process that has run torch may not fork safely)."""
+    if jobs <= 1 or len(tasks) < 2:
+        yield from map(_proof, tasks)
+        return
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(min(jobs, len(tasks)), initializer=_proof_worker) as pool:
+        yield from pool.imap(_proof, tasks)
+
+
+def _proof_worker() -> None:
+    from verl_recipes import parity
+
+    parity.memoized().__enter__()  # a worker lives for one `make check`, as the caller's memo does
+
+
+def _proof(task: tuple) -> list[str]:
     from verl_recipes import parity, pins
     from verl_recipes.check.recipe import check
 
-    failed = 0
-    names = sorted({r.name for r, label, args in runs if not label and not args and r.published})
-    for name in names:  # each README's generated "differs from upstream" section is current
-        problem = parity.readme_problem(name)
-        failed += bool(problem)
-        print(f"{'FAIL ' if problem else 'ok   '} {name} README differs-from-upstream table")
-        if problem:
-            print(f"      {problem}")
-    for recipe, label, args in runs:
-        errors = check(recipe, args)
-        if not label and not args and recipe.published:  # its pin, and every deviation from upstream explained
-            errors += [f"{recipe.label}: {e}" for e in pins.drift(recipe) + parity.unexplained(recipe)]
-        unpublished = " (unpublished copy: no pin, deviations not enforced)" if not label and not recipe.published else ""
-        failed += bool(errors)
-        print(f"{'FAIL ' if errors else 'ok   '} {recipe.label}{label}{unpublished}")
-        for error in errors:
-            print(f"      {error}")
-    print(f"{len(runs) + len(names) - failed} proven, {failed} failed against verl {catalog_verl()}")
-    return 1 if failed else 0
+    kind, what = task
+    if kind == "readme":
+        problem = parity.readme_problem(what)
+        return [problem] if problem else []
+    recipe, label, args = what
+    errors = check(recipe, args)
+    if not label and not args and recipe.published:  # its pin, and every deviation from upstream explained
+        errors += [f"{recipe.label}: {e}" for e in pins.drift(recipe) + parity.unexplained(recipe)]
+    return errors
 
 
 def catalog_verl() -> str:
@@ -291,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                               ("learn", cmd_learn, "train a warmed-up tiny model on its task; gates prove it learns")):
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
+        if command == "check":
+            p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
+                           help="with 'all': worker processes (default: this machine's CPUs)")
         if command == "run":
             p.add_argument("--cluster", default="", help="Ray dashboard http://<head>:8265: submit the run there")
             p.add_argument("--resume", default="auto", choices=["auto", "never", "force"],
