@@ -72,7 +72,7 @@ setup:
 	@$(PY) -c "import verl, hydra, torch; print('verl', verl.__version__, '| torch', torch.__version__)"
 
 test:
-	$(PY) -m pytest -q -n 2 --durations=25 tests
+	$(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25 tests
 
 test-fast:
 	$(PY) -m pytest -q -n 2 -m "not slow" tests

@@ -28,6 +28,7 @@ def _cuda_available() -> bool:
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects what is marked here
 def pytest_collection_modifyitems(config, items):
     mark_representatives(items)
+    longest_first(items)
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on a GPU node, or tests/gpu/ on the lent machine)")
@@ -45,6 +46,14 @@ def mark_representatives(items):
             if function in seen:
                 item.add_marker(pytest.mark.slow)
             seen.add(function)
+
+
+def longest_first(items):
+    """Modules with a test marked `longest` go first: make test runs each module on one worker, in this order
+    (Makefile: --dist loadscope --no-loadscope-reorder), so the other worker works through the rest beside them
+    instead of one of them running alone at the end."""
+    first = {item.path for item in items if item.get_closest_marker("longest")}
+    items.sort(key=lambda item: item.path not in first)
 
 
 @pytest.fixture

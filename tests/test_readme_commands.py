@@ -78,6 +78,7 @@ def scratch_repo(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.longest
 @pytest.mark.slow
 @pytest.mark.parametrize("readme", READMES)
 def test_readme_commands_run_as_written(readme, tmp_path):

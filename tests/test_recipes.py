@@ -215,12 +215,11 @@ def test_a_relative_data_dir_names_the_same_files_for_the_recipe_and_data_prep(m
 
 
 @pytest.mark.slow  # two spawned workers, each importing verl
-def test_make_check_over_worker_processes_proves_and_fails_as_one_process_does(scratch_root):
+def test_make_check_over_worker_processes_proves_and_fails_as_one_process_does():
     """`check all --jobs N` hands its proofs to N spawned processes: the same verdicts, in the same order, a
     broken run included (a typo'd override names its key either way)."""
     recipe = catalog.get(QWEN)
-    tasks = [("readme", QWEN), ("run", (recipe, "", [])),
-             ("run", (recipe, " typo", ["actor_rollout_ref.rollout.nn=8"])), ("run", (recipe, " n=8", ["actor_rollout_ref.rollout.n=8"]))]
+    tasks = [("run", (recipe, " typo", ["actor_rollout_ref.rollout.nn=8"])), ("run", (recipe, "", []))]
     alone = list(cli._proofs(tasks, 1))
-    assert [bool(errors) for errors in alone] == [False, False, True, False] and "rollout.nn" in alone[2][0]
+    assert not alone[1] and "rollout.nn" in alone[0][0]
     assert list(cli._proofs(tasks, 2)) == alone

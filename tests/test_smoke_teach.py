@@ -17,7 +17,7 @@ from verl_recipes.smoke import teach, tiny, tiny_vl
 from verl_recipes.smoke.run import overlay_args
 from verl_recipes.smoke.tokenizer import tool_schemas
 
-pytestmark = pytest.mark.slow  # every test here trains a tiny model on the CPU first
+pytestmark = [pytest.mark.slow, pytest.mark.longest]  # every test here trains a tiny model on the CPU first
 
 REPO = Path(__file__).resolve().parent.parent
 RETOOL = catalog.get("retool-qwen25-7b")
