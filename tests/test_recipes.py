@@ -223,3 +223,11 @@ def test_make_check_over_worker_processes_proves_and_fails_as_one_process_does()
     alone = list(cli._proofs(tasks, 1))
     assert not alone[1] and "rollout.nn" in alone[0][0]
     assert list(cli._proofs(tasks, 2)) == alone
+
+
+def test_make_check_takes_a_worker_a_cpu_up_to_its_cap(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert cli.check_jobs() == cli.MAX_CHECK_JOBS
+    monkeypatch.delattr(os, "sched_getaffinity")  # macOS: no affinity, the CPU count
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert cli.check_jobs() == 2

@@ -107,6 +107,14 @@ def _prove(runs: list, jobs: int = 1) -> int:
     return 1 if failed else 0
 
 
+MAX_CHECK_JOBS = 8  # each worker imports verl and torch (about 0.6 GB); 8 share 124 proofs well enough
+
+
+def check_jobs() -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # macOS has none
+    return min(cpus, MAX_CHECK_JOBS)
+
+
 def _proofs(tasks: list, jobs: int):
     """Each task's errors, in order: here, or over `jobs` worker processes (each composes what it proves; a spawned
     one, as a process that has run torch may not fork safely)."""
@@ -320,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(command, help=text)
         p.add_argument("name", help="recipe folder name" + (", or 'all'" if command in ("check", "smoke") else ""))
         if command == "check":
-            p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)),
-                           help="with 'all': worker processes (default: this machine's CPUs)")
+            p.add_argument("--jobs", type=int, default=check_jobs(),
+                           help=f"with 'all': worker processes (default: this machine's CPUs, at most {MAX_CHECK_JOBS})")
         if command == "run":
             p.add_argument("--cluster", default="", help="Ray dashboard http://<head>:8265: submit the run there")
             p.add_argument("--resume", default="auto", choices=["auto", "never", "force"],
