@@ -36,6 +36,10 @@ class Placed:
         """The job as side_by_side.sh reads it: "[+]LANES NAME command args..."."""
         return f"{'+' if self.queued else ''}{','.join(self.lanes)} {self.job.name} {self.job.command}"
 
+    def planned(self) -> str:
+        """The line with its expected start and length, as a launcher's --dry-run prints it."""
+        return f"{self.line()}    # starts ~{self.start:.0f} s, ~{self.job.seconds:.0f} s"
+
 
 def lane_names(gpus: int, lanes: int) -> list[str]:
     return [str(g) if lanes == 1 else f"{g}.{string.ascii_lowercase[lane]}" for lane in range(lanes) for g in range(gpus)]
@@ -50,7 +54,7 @@ def lay_out(jobs: list[Job], gpus: int, stagger_s: float, lanes: int = 1) -> lis
         if job.gpus > gpus:
             raise ValueError(f"{job.name} needs {job.gpus} GPUs, the machine has {gpus}")
         chosen: list[str] = []
-        for lane in sorted(names, key=lambda name: (free[name], names.index(name))):
+        for lane in sorted(names, key=free.get):  # a stable sort: ties keep the spreading order of `names`
             if lane.split(".")[0] not in {c.split(".")[0] for c in chosen}:
                 chosen.append(lane)
             if len(chosen) == job.gpus:

@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [placed.line() for placed in laid]
     if ns.dry_run:
         for placed in laid:
-            print(f"{placed.line()}    # starts ~{placed.start:.0f} s, ~{placed.job.seconds:.0f} s")
+            print(placed.planned())
         print(f"# {len(jobs)} jobs on {ns.gpus} GPUs: about {took:.0f} s")
         return 0
     os.execvp("bash", ["bash", str(HERE / "side_by_side.sh"), str(ns.seconds), *jobs])

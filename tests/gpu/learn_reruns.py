@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                      "the deadline would kill the last. Give more seconds or fewer --jobs")
     if ns.dry_run:
         for placed in laid:
-            print(f"{placed.line()}    # starts ~{placed.start:.0f} s, ~{placed.job.seconds:.0f} s")
+            print(placed.planned())
         return 0
     os.execvp("bash", ["bash", str(HERE / "side_by_side.sh"), str(ns.seconds), *(placed.line() for placed in laid)])
 
