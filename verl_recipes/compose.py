@@ -11,6 +11,7 @@ import difflib
 import functools
 import hashlib
 import os
+import pickle
 import re
 import shlex
 from pathlib import Path
@@ -113,14 +114,42 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
     return resolved(cfg, recipe) if resolve else copy.deepcopy(cfg)  # the cached one stays as composed
 
 
+# A folder that processes of one session share their compositions through (the test session sets it: its workers,
+# and the make targets and CLIs they start, compose the same recipes again); unset, each process composes its own.
+CACHE_ENV = "VERL_RECIPES_COMPOSE_CACHE"
+
+
 @functools.lru_cache(maxsize=64)
 def _hydra_compose(config_name: str, overrides: tuple[str, ...], config_dir: str, digest: str) -> DictConfig:
     """Hydra's composition, once per input: make check and the tests compose a recipe with the same overrides several
     times (check, pin, parity, launch). Interpolations stay unresolved, so the environment they read is not an input;
     `digest` covers every file of ours Hydra may read, so an edited file composes again."""
+    shared = _shared_path(config_name, overrides, config_dir, digest)
+    if shared is not None and shared.exists():
+        try:
+            return pickle.loads(shared.read_bytes())
+        except Exception:  # a file cut short or written by other versions: compose again and replace it
+            pass
     ConfigStore.instance().store(name=ENTRY, node={"defaults": [f"/{config_name}", "_self_"]})
     with initialize_config_dir(config_dir=config_dir, version_base=None):
-        return hydra_compose(config_name=ENTRY, overrides=list(overrides))
+        cfg = hydra_compose(config_name=ENTRY, overrides=list(overrides))
+    if shared is not None:
+        partial = shared.with_name(f"{shared.name}.{os.getpid()}")
+        partial.write_bytes(pickle.dumps(cfg))
+        os.replace(partial, shared)  # whole or absent for a reader in another process
+    return cfg
+
+
+def _shared_path(config_name: str, overrides: tuple[str, ...], config_dir: str, digest: str) -> Path | None:
+    """Where CACHE_ENV's folder keeps this composition: named by every input, verl's config tree (its version) and
+    the composing libraries' versions included."""
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        return None
+    from importlib.metadata import version
+
+    inputs = (config_name, overrides, config_dir, digest, *(version(p) for p in ("verl", "hydra-core", "omegaconf")))
+    return Path(folder) / f"{hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()}.pickle"
 
 
 def _own_configs_digest() -> str:

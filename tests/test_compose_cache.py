@@ -1,0 +1,57 @@
+"""The compositions one session's processes share (verl_recipes/compose.py, CACHE_ENV): a process reads what another
+composed, a damaged file composes again, and an edited recipe never reads the old composition."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_recipes import catalog
+from verl_recipes import compose as compose_module
+from verl_recipes.compose import CACHE_ENV, compose
+
+
+@pytest.fixture
+def shared(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "compositions"))
+    (tmp_path / "compositions").mkdir()
+    compose_module._hydra_compose.cache_clear()  # as a fresh process
+    yield tmp_path / "compositions"
+    compose_module._hydra_compose.cache_clear()
+
+
+def fresh_process_compose(recipe, args=None):
+    compose_module._hydra_compose.cache_clear()
+    return OmegaConf.to_container(compose(recipe, args, resolve=False))
+
+
+def test_a_second_process_reads_the_composition_instead_of_composing(shared, monkeypatch):
+    recipe = catalog.get("qwen25-7b-grpo")
+    first = fresh_process_compose(recipe, ["+configs/smoke=node"])
+    assert len(list(shared.glob("*.pickle"))) == 1
+
+    def no_hydra(**kwargs):
+        raise AssertionError("composed again")
+
+    monkeypatch.setattr(compose_module, "hydra_compose", no_hydra)
+    assert fresh_process_compose(recipe, ["+configs/smoke=node"]) == first
+    with pytest.raises(AssertionError, match="composed again"):  # other overrides are another composition
+        fresh_process_compose(recipe)
+
+
+def test_a_damaged_file_composes_again_and_is_replaced(shared):
+    recipe = catalog.get("qwen25-7b-grpo")
+    first = fresh_process_compose(recipe)
+    (path,) = shared.glob("*.pickle")
+    path.write_bytes(path.read_bytes()[:100])  # cut short
+    assert fresh_process_compose(recipe) == first
+    assert fresh_process_compose(recipe) == first and path.stat().st_size > 100
+
+
+def test_an_edited_recipe_composes_anew(shared, scratch_root):
+    recipe = catalog.get("qwen25-7b-grpo")
+    before = fresh_process_compose(recipe)
+    path = scratch_root / "recipes/qwen25-7b-grpo/v1/recipe.yaml"
+    assert "  total_epochs: 15\n" in path.read_text()
+    path.write_text(path.read_text().replace("  total_epochs: 15\n", "  total_epochs: 3\n"))
+    after = fresh_process_compose(recipe)
+    assert after["trainer"]["total_epochs"] == 3 != before["trainer"]["total_epochs"]
+    assert len(list(shared.glob("*.pickle"))) == 2
