@@ -10,18 +10,19 @@ from pathlib import Path
 # `make test` runs two xdist workers on CI's two cores: one OpenMP thread each, and in the processes they start, or
 # torch's thread pools oversubscribe the cores (the retool teach fixture took 427 s under -n 2, 65 s alone)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# one folder of compositions for the whole session (verl_recipes/compose.py): set before xdist starts its workers, so
-# they, and the make targets and CLIs the tests start, share what any of them composed
-if "VERL_RECIPES_COMPOSE_CACHE" not in os.environ:
-    _compositions = tempfile.mkdtemp(prefix="verl-recipes-compositions-")
-    os.environ["VERL_RECIPES_COMPOSE_CACHE"] = _compositions
-    atexit.register(shutil.rmtree, _compositions, ignore_errors=True)
 
 import pytest
 
 from verl_recipes import catalog
 from verl_recipes.catalog import REPO
-from verl_recipes.compose import compose
+from verl_recipes.compose import CACHE_ENV, compose
+
+# one folder of compositions for the whole session (verl_recipes/compose.py): set before xdist starts its workers, so
+# they, and the make targets and CLIs the tests start, share what any of them composed
+if CACHE_ENV not in os.environ:
+    _compositions = tempfile.mkdtemp(prefix="verl-recipes-compositions-")
+    os.environ[CACHE_ENV] = _compositions
+    atexit.register(shutil.rmtree, _compositions, ignore_errors=True)
 
 
 def _cuda_available() -> bool:

@@ -146,10 +146,16 @@ def _shared_path(config_name: str, overrides: tuple[str, ...], config_dir: str, 
     folder = os.environ.get(CACHE_ENV)
     if not folder:
         return None
+    inputs = (config_name, overrides, config_dir, digest, *_composing_versions())
+    return Path(folder) / f"{hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()}.pickle"
+
+
+@functools.cache
+def _composing_versions() -> tuple[str, ...]:
+    """The installed verl (its config tree), hydra-core and omegaconf: read once a process, not once a composition."""
     from importlib.metadata import version
 
-    inputs = (config_name, overrides, config_dir, digest, *(version(p) for p in ("verl", "hydra-core", "omegaconf")))
-    return Path(folder) / f"{hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()}.pickle"
+    return tuple(version(p) for p in ("verl", "hydra-core", "omegaconf"))
 
 
 def _own_configs_digest() -> str:
