@@ -12,7 +12,8 @@ from PIL import Image
 
 from verl_recipes import catalog
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
-from verl_recipes.learn import gates
+from verl_recipes.learn import gates, tally
+from verl_recipes.learn import run as learn_run
 from verl_recipes.learn.build import baseline, reward_function, task_of
 from verl_recipes.learn.tasks import COLOURS, IMAGE_SIDES, ORDINALS, TASKS, K, snippet
 
@@ -333,10 +334,16 @@ OWN_WALL_S = 900  # a pretrained model's learning run: at most 15 minutes on one
 RERUNS = 3  # a tiny learns: line rests on at least three seeds of the run and three of its control (issue 42)
 
 
-def learns_problems(runs: list[dict], controls: list[dict], label: str, task, own: bool) -> list[str]:
-    """What keeps these records from backing a learns: line of recipe `label` with its current `task`: at least
-    RERUNS seeds of passing runs (1 for a pretrained model's own run) and as many failing shuffled controls, each in
-    time; stale controls (a fault the agreement gates must catch) may be listed beside them."""
+def current(record: dict, task, setting: dict) -> bool:
+    """Whether a record reruns `task` at its version as the card sets it now (`setting`: lr and steps)."""
+    return tally.setting(record) == (task.name, task.version, setting["lr"], setting["steps"])
+
+
+def learns_problems(runs: list[dict], controls: list[dict], label: str, task, own: bool,
+                    setting: dict) -> list[str]:
+    """What keeps these records from backing a learns: line of recipe `label` with its current `task` and `setting`:
+    at least RERUNS seeds of passing runs (1 for a pretrained model's own run) and as many failing shuffled controls,
+    each in time; stale controls (a fault the agreement gates must catch) may be listed beside them."""
     wall, reruns = (OWN_WALL_S, 1) if own else (LEARN_WALL_S, RERUNS)
     problems = []
     shuffled = [c for c in controls if c["control"] == "shuffled"]
@@ -345,8 +352,9 @@ def learns_problems(runs: list[dict], controls: list[dict], label: str, task, ow
     for record in runs + controls:
         control = record in controls
         where = f"{record['control'] if control else 'run'} seed {record.get('seed')}"
-        if (record["recipe"], record["task"], record.get("task_version")) != (label, task.name, task.version):
-            problems.append(f"{where}: not {label}'s current task {task.name} v{task.version}")
+        if record["recipe"] != label or not current(record, task, setting):
+            problems.append(f"{where}: not {label}'s current task {task.name} v{task.version} at lr "
+                            f"{setting['lr']:g}, {setting['steps']} steps")
         kinds = ("shuffled", "stale") if control else ("none",)
         if record["control"] not in kinds or not record["passed"] or record["rc"]:
             problems.append(f"{where}: not a passing {'control' if control else 'run'}")
@@ -365,46 +373,45 @@ def test_every_learns_line_rests_on_three_passing_runs_and_three_failing_control
         if learns := recipe.own_card_value("learns"):
             runs, controls = ([json.loads(Path(f).read_text()) for f in learns[key]] for key in ("runs", "controls"))
             assert learns_problems(runs, controls, recipe.label, task_of(recipe),
-                                   recipe.card_value("learn_model") == "own") == [], recipe.label
+                                   recipe.card_value("learn_model") == "own", learn_run.setting(recipe)) == [], recipe.label
 
 
 def test_a_learns_line_needs_three_seeds_each_passing_in_time():
-    task = TASKS["below"]
+    task, setting = TASKS["below"], {"lr": 5e-4, "steps": 20}
     passing = _metrics(RISING, [0.1, 0.9])
     run = {"recipe": "r/v1", "task": "below", "task_version": task.version, "control": "none", "passed": True, "rc": 0,
-           "wall_s": 400, **gates.evaluate(passing, 0.25, tool=False)}
+           "wall_s": 400, "lr": 5e-4, "steps": 20, **gates.evaluate(passing, 0.25, tool=False)}
     control = {**run, "control": "shuffled", **gates.evaluate(_metrics(FLAT, [0.25, 0.25]), 0.25, tool=False)}
     runs, controls = [{**run, "seed": s} for s in (1, 2, 3)], [{**control, "seed": s} for s in (1, 2, 3)]
-    assert learns_problems(runs, controls, "r/v1", task, own=False) == []
-    assert learns_problems(runs[:2], controls, "r/v1", task, own=False)  # two seeds are not three
-    assert learns_problems(runs[:1], controls[:1], "r/v1", task, own=True) == []  # a pretrained model's own run
-    assert learns_problems([{**runs[0], "passed": False}, *runs[1:]], controls, "r/v1", task, own=False)
-    assert learns_problems(runs, [{**control, "seed": s, **run} for s in (1, 2, 3)], "r/v1", task, own=False)
-    assert learns_problems([{**runs[0], "wall_s": 500}, *runs[1:]], controls, "r/v1", task, own=False)
+    assert learns_problems(runs, controls, "r/v1", task, own=False, setting=setting) == []
+    assert learns_problems(runs[:2], controls, "r/v1", task, own=False, setting=setting)  # two seeds are not three
+    assert learns_problems(runs[:1], controls[:1], "r/v1", task, own=True, setting=setting) == []  # a pretrained model's own run
+    assert learns_problems([{**runs[0], "passed": False}, *runs[1:]], controls, "r/v1", task, own=False, setting=setting)
+    assert learns_problems(runs, [{**control, "seed": s, **run} for s in (1, 2, 3)], "r/v1", task, own=False, setting=setting)
+    assert learns_problems([{**runs[0], "wall_s": 500}, *runs[1:]], controls, "r/v1", task, own=False, setting=setting)
     assert learns_problems([{**runs[0], "task_version": task.version - 1}, *runs[1:]], controls, "r/v1", task,
-                           own=False)
+                           own=False, setting=setting)
     # a stale control beside them: it must have failed an agreement gate, and it does not count as a shuffled one
     stale = {**run, "control": "stale", "seed": 1, "gates": {**run["gates"], "agreement rollout_corr/k3_kl":
                                                              {"passed": False, "detail": "worst 4.7 (max 0.01)"}}}
-    assert learns_problems(runs, [*controls, stale], "r/v1", task, own=False) == []
-    assert learns_problems(runs, [*controls, {**stale, "gates": run["gates"]}], "r/v1", task, own=False)
-    assert learns_problems(runs, [*controls[:2], stale], "r/v1", task, own=False)
+    assert learns_problems(runs, [*controls, stale], "r/v1", task, own=False, setting=setting) == []
+    assert learns_problems(runs, [*controls, {**stale, "gates": run["gates"]}], "r/v1", task, own=False, setting=setting)
+    assert learns_problems(runs, [*controls[:2], stale], "r/v1", task, own=False, setting=setting)
 
 
 def test_no_committed_run_of_a_current_task_is_left_out_of_its_learns_line():
-    """A learns: line lists every committed rerun of its recipe's current task version: none picked from several
-    tries."""
-    from verl_recipes.learn import tally
-
+    """A learns: line lists every committed rerun of its recipe's current task version and setting: none picked from
+    several tries."""
     listed = {}
     for recipe in catalog.all_recipes():
-        if recipe.own_card_value("learns"):
-            learns, task = recipe.own_card_value("learns"), task_of(recipe)
-            listed[(recipe.label, task.name, task.version)] = {
-                f.rsplit("/", 1)[-1] for f in learns["runs"] + learns["controls"]}
+        if learns := recipe.own_card_value("learns"):
+            listed[recipe.label] = (task_of(recipe), learn_run.setting(recipe),
+                                    {f.rsplit("/", 1)[-1] for f in learns["runs"] + learns["controls"]})
     for record in tally.records():
-        files = listed.get((record["recipe"], record["task"], record.get("task_version") or 1))
-        assert files is None or record["file"] in files, f"{record['file']} is not in its recipe's learns: line"
+        if record["recipe"] in listed:
+            task, setting, files = listed[record["recipe"]]
+            assert not current(record, task, setting) or record["file"] in files, \
+                f"{record['file']} is not in its recipe's learns: line"
 
 
 def test_sums_rows_are_the_arithmetic_recipes_and_its_control_keeps_the_prompts():
@@ -477,8 +484,6 @@ def test_a_pretrained_learning_run_is_the_recipe_itself_with_its_own_model(tmp_p
 def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tmp_path):
     import json
 
-    from verl_recipes.learn import tally
-
     run = {"recipe": "r/v1", "task": "t", "control": "none", "wall_s": 400.0, "last_score": 0.9, "rc": 0}
     for name, seed, passed, version in (("a", 1, True, 2), ("b", 2, False, 2), ("c", 3, True, 2), ("d", 1, False, None)):
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": seed, "passed": passed,
@@ -486,6 +491,9 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     for name, seed in (("g", 1), ("h", 2)):  # the same task at another lr (a card's learn_args) is counted apart
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": seed, "passed": True, "task_version": 2,
                                                            "lr": 1.5e-4}))
+    for name, steps in (("i", 20), ("j", 24)):  # and at another length
+        (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": 1, "passed": True, "task_version": 2,
+                                                           "lr": 1.5e-4, "steps": steps}))
     (tmp_path / "c.metrics.jsonl").write_text("{}")
     for name, curves in (("e", {"score": {}}), ("f", {"score": {"1": 0.2}})):  # died at start-up; died at step 2
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "task": "u", "seed": 1, "passed": False, "rc": 1,
@@ -495,6 +503,8 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     assert "| r/v1 | u v1 | none | 0 / 2 | 1, 1 | exit 1 before step 1, exit 1 |" in body
     assert "| r/v1 | t v1 | none | 0 / 1 | 1 |" in body  # a record from before versions ran version 1
     assert "| r/v1 | t v2 at lr 0.00015 | none | 2 / 2 | 1, 2 |" in body
+    assert "| r/v1 | t v2 at lr 0.00015, 20 steps | none | 1 / 1 | 1 |" in body
+    assert "| r/v1 | t v2 at lr 0.00015, 24 steps | none | 1 / 1 | 1 |" in body
     readme = (tally.RESULTS / "README.md").read_text()
     assert tally.written(readme, tally.table(tally.records())) == readme, "run python -m verl_recipes.learn.tally --write"
 

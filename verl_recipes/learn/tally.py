@@ -27,17 +27,28 @@ def score(run: dict) -> str:
     """The last 5 steps' score, or how the run ended: a run that stopped before its first step (a start-up failure,
     its JSON's `failure` says which) learned nothing either way."""
     if not run["rc"]:
-        return f"{run['last_score']:.3f}"
+        return f"{round(run['last_score'], 3) + 0.0:.3f}"  # + 0.0: a -0.0 reads 0.000
     return f"exit {run['rc']}" + ("" if run.get("curves", {}).get("score") else " before step 1")
+
+
+def setting(run: dict) -> tuple:
+    """What a rerun repeats: the task's version (records from before versions ran version 1), the lr and the steps.
+    A card's learn_args may change the last two for the same task, so a run at another lr or length is counted apart,
+    and a learns: line rests on the runs of the card's current setting. (Records from before learn.json named its lr,
+    2026-11-27, were given the actor/lr of their metrics; the three that died before step 1, that of their lease's
+    other runs of the recipe.)"""
+    return run["task"], run.get("task_version") or 1, run.get("lr"), run.get("steps")
+
+
+def label(run: dict) -> str:
+    task, version, lr, steps = setting(run)
+    return f"{task} v{version}" + (f" at lr {lr:g}" if lr is not None else "") + (f", {steps} steps" if steps else "")
 
 
 def table(runs: list[dict]) -> str:
     groups = defaultdict(list)
     for run in runs:
-        # records from before versions ran version 1; a record that names its lr (from 2026-11-27 on) is counted
-        # apart from those at another lr, since a card's learn_args may change it for the same task
-        task = f"{run['task']} v{run.get('task_version') or 1}" + (f" at lr {run['lr']:g}" if "lr" in run else "")
-        groups[(run["recipe"], task, run["control"])].append(run)
+        groups[(run["recipe"], label(run), run["control"])].append(run)
     lines = [HEADER]
     for (recipe, task, control), group in sorted(groups.items()):
         group.sort(key=lambda r: (r.get("seed") is None, r.get("seed") or 0, r["file"]))
