@@ -247,7 +247,8 @@ def test_learn_config_is_proven_and_grades_with_the_recipes_own_reward(recipe, t
 
 
 @pytest.mark.representative
-@pytest.mark.parametrize("name, lr", [("retool-qwen25-7b", 1e-4), ("qwen25-7b-grpo", 5e-4)])
+@pytest.mark.parametrize("name, lr", [("retool-qwen25-7b", 1e-4), ("qwen25-7b-grpo", 5e-4),
+                                      ("qwen25-vl-7b-geo3k-dapo", 3e-4)])
 def test_a_cards_learn_args_come_last(name, lr, tmp_path):
     """The tool task's card lowers configs/learn/tiny's lr (5e-4 broke its tool call in one update on the GPU)."""
     from verl_recipes.compose import compose
@@ -260,6 +261,9 @@ def test_a_cards_learn_args_come_last(name, lr, tmp_path):
     assert cfg.actor_rollout_ref.actor.optim.lr == lr
     if name == "retool-qwen25-7b":  # a run that fits 8 minutes
         assert cfg.trainer.total_training_steps == 14
+    if name == "qwen25-vl-7b-geo3k-dapo":  # the steps its lower lr needs, paid for by a finer poll (its card)
+        assert cfg.trainer.total_training_steps == 24
+        assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_RECIPES_REPLAY_POLL_S == "0.2"
     # configs/learn/tiny: a step's tokens in a few micro-batches, not the tiny overlay's 9-70
     a = cfg.actor_rollout_ref
     assert (a.actor.ppo_max_token_len_per_gpu == a.rollout.log_prob_max_token_len_per_gpu

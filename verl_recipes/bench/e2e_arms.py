@@ -43,6 +43,7 @@ ARMS = {
     "ours_no_recompute": Arm(gpus=1, fragment="configs/perf/no_recompute"),
     "ours_logprob_budget": Arm(gpus=1, fragment="configs/perf/logprob_budget"),
     "ours_max_num_seqs": Arm(gpus=1, fragment="configs/perf/max_num_seqs"),
+    "ours_replay_poll": Arm(gpus=1, fragment="configs/perf/replay_poll"),
     "ours_bypass": Arm(gpus=1, fragment="configs/perf/bypass_old_log_prob", changes_math=True),
     "ours_colocate_async": Arm(gpus=1, fragment="configs/perf/colocate_async", changes_math=True),
 }

@@ -1,0 +1,78 @@
+"""The replay buffer's poll (verl_recipes/runtime/replay_poll.py, configs/perf/replay_poll): verl's own V1 replay
+buffer, built on CPU, waits the fragment's interval between its looks at the transfer queue instead of 2.0 s, keeps
+one its caller passes, and nothing changes without the variable."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl_recipes import catalog
+from verl_recipes.compose import compose
+from verl_recipes.runtime import replay_poll
+
+rb = pytest.importorskip("verl.trainer.ppo.v1.replay_buffer")
+ARGS = {"trainer_config": OmegaConf.create({}), "max_off_policy_threshold": None, "max_off_policy_strategy": "drop",
+        "sampler_kwargs": OmegaConf.create({})}
+
+
+def patched(monkeypatch, seconds: str) -> types.SimpleNamespace:
+    """verl's buffers, subclassed so the patch stays off the real classes."""
+    monkeypatch.setenv(replay_poll.POLL_ENV, seconds)
+    sync = type("Sync", (rb.ReplayBuffer,), {})
+    module = types.SimpleNamespace(ReplayBuffer=sync, ReplayBufferAsync=type("Async", (rb.ReplayBufferAsync, sync), {}))
+    replay_poll.patch(module)
+    return module
+
+
+def test_the_buffer_waits_the_set_interval_between_looks(monkeypatch):
+    module = patched(monkeypatch, "0.2")
+    buffer = module.ReplayBuffer(trainer_mode="sync", **ARGS)
+    slept = []
+    monkeypatch.setattr(rb.time, "sleep", slept.append)
+    buffer._wait_for_next_poll("train", 0.0)  # what sample() calls while too few groups are finished
+    assert buffer.poll_interval == 0.2 and slept == [0.2]
+    assert module.ReplayBufferAsync(trainer_mode="separate_async", **ARGS).poll_interval == 0.2
+    assert rb.ReplayBuffer(trainer_mode="sync", **ARGS).poll_interval == 2.0  # verl's default, unpatched
+
+
+def test_a_poll_interval_the_caller_passes_is_kept(monkeypatch):
+    module = patched(monkeypatch, "0.2")
+    assert module.ReplayBuffer(trainer_mode="sync", poll_interval=1.5, **ARGS).poll_interval == 1.5
+    init = module.ReplayBuffer.__init__
+    replay_poll.patch(module)  # loaded twice in one process: wrapped once
+    assert module.ReplayBuffer.__init__ is init
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "soon"])
+def test_a_bad_interval_names_the_variable(monkeypatch, seconds):
+    with pytest.raises(ValueError, match=replay_poll.POLL_ENV):
+        patched(monkeypatch, seconds)
+
+
+def test_the_fragment_hands_the_variable_to_every_ray_worker():
+    cfg = compose(catalog.parse("qwen25-7b-grpo/v1"), ["+configs/perf=replay_poll"])
+    env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
+    assert float(env[replay_poll.POLL_ENV]) > 0
+
+
+@pytest.mark.slow  # two interpreters importing verl
+def test_verl_loads_the_patch_only_when_asked():
+    code = textwrap.dedent('''
+        import verl
+        from omegaconf import OmegaConf
+        from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+        args = {k: OmegaConf.create({}) for k in ("trainer_config", "sampler_kwargs")}
+        print(ReplayBuffer(trainer_mode="sync", max_off_policy_threshold=None, max_off_policy_strategy="drop",
+                           **args).poll_interval)
+    ''')
+    env = {k: v for k, v in os.environ.items() if k != replay_poll.POLL_ENV}
+    for extra, expected in (({}, "2.0"), ({replay_poll.POLL_ENV: "0.2"}, "0.2")):
+        done = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.split()[-1] == expected
