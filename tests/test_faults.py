@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from verl_recipes import gpu_queue, resume, supervisor
 from verl_recipes.catalog import REPO
 from verl_recipes.runtime import checkpoints as ckpt
-from verl_recipes.runtime import faults
+from verl_recipes.runtime import faults, replay_poll
 from verl_recipes.runtime.weight_push_socket import MODULE
 
 # the suite's driver, by path (site-packages has a `tests` package of its own)
@@ -61,22 +61,25 @@ def test_every_push_after_the_first_loads_the_first_again():
     assert loaded == [{"a": [1.0] * 2, "b": [1.0] * 3, "c": [1.0]}] * 3
 
 
-def _hooks(env: dict) -> str:
-    code = textwrap.dedent(f'''
-        import sys, verl
-        finder = next(f for f in sys.meta_path if type(f).__name__ == "AfterImport" and f.name == {MODULE!r})
-        print(sorted(t.__module__.rsplit(".", 1)[1] for t in finder.thens))
+def _hooks(env: dict) -> dict[str, list[str]]:
+    """In a fresh interpreter that imports verl (which loads our plugins): each module a plugin waits for, and the
+    plugins that wait for it."""
+    code = textwrap.dedent('''
+        import json, sys, verl
+        print(json.dumps({f.name: sorted(t.__module__.rsplit(".", 1)[1] for t in f.thens)
+                          for f in sys.meta_path if type(f).__name__ == "AfterImport"}))
     ''')
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip()
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow  # two interpreters importing verl: 8 s
-def test_verl_loads_the_fault_only_when_asked():
-    env = {k: v for k, v in os.environ.items() if k != faults.FAULT_ENV}
-    assert _hooks(env) == "['weight_push_socket']"
-    assert _hooks({**env, faults.FAULT_ENV: faults.STALE_WEIGHTS}) == "['faults', 'weight_push_socket']"
+def test_verl_loads_the_fault_and_the_poll_only_when_asked():
+    env = {k: v for k, v in os.environ.items() if k not in (faults.FAULT_ENV, replay_poll.POLL_ENV)}
+    assert _hooks(env) == {MODULE: ["weight_push_socket"]}
+    asked = {**env, faults.FAULT_ENV: faults.STALE_WEIGHTS, replay_poll.POLL_ENV: "0.2"}
+    assert _hooks(asked) == {MODULE: ["faults", "weight_push_socket"], replay_poll.MODULE: ["replay_poll"]}
 
 
 # ---------------------------------------------------------------- the fault injection suite (tests/gpu/faults.py)
