@@ -12,12 +12,17 @@ from verl_recipes import catalog
 from verl_recipes.compose import compose
 from verl_recipes.runtime import replay_poll
 
-rb = pytest.importorskip("verl.trainer.ppo.v1.replay_buffer")
 ARGS = {"trainer_config": OmegaConf.create({}), "max_off_policy_threshold": None, "max_off_policy_strategy": "drop",
         "sampler_kwargs": OmegaConf.create({})}
 
 
-def patched(monkeypatch, seconds: str) -> types.SimpleNamespace:
+@pytest.fixture(scope="module")
+def rb():
+    """verl's replay buffer module: its import pulls in verl's V1 trainer (5 s), so only the tests that build one."""
+    return pytest.importorskip("verl.trainer.ppo.v1.replay_buffer")
+
+
+def patched(monkeypatch, rb, seconds: str) -> types.SimpleNamespace:
     """verl's buffers, subclassed so the patch stays off the real classes."""
     monkeypatch.setenv(replay_poll.POLL_ENV, seconds)
     sync = type("Sync", (rb.ReplayBuffer,), {})
@@ -26,8 +31,9 @@ def patched(monkeypatch, seconds: str) -> types.SimpleNamespace:
     return module
 
 
-def test_the_buffer_waits_the_set_interval_between_looks(monkeypatch):
-    module = patched(monkeypatch, "0.2")
+@pytest.mark.slow  # verl's V1 trainer imported
+def test_the_buffer_waits_the_set_interval_between_looks(monkeypatch, rb):
+    module = patched(monkeypatch, rb, "0.2")
     buffer = module.ReplayBuffer(trainer_mode="sync", **ARGS)
     slept = []
     monkeypatch.setattr(rb.time, "sleep", slept.append)
@@ -37,8 +43,9 @@ def test_the_buffer_waits_the_set_interval_between_looks(monkeypatch):
     assert rb.ReplayBuffer(trainer_mode="sync", **ARGS).poll_interval == 2.0  # verl's default, unpatched
 
 
-def test_a_poll_interval_the_caller_passes_is_kept(monkeypatch):
-    module = patched(monkeypatch, "0.2")
+@pytest.mark.slow  # verl's V1 trainer imported
+def test_a_poll_interval_the_caller_passes_is_kept(monkeypatch, rb):
+    module = patched(monkeypatch, rb, "0.2")
     assert module.ReplayBuffer(trainer_mode="sync", poll_interval=1.5, **ARGS).poll_interval == 1.5
     init = module.ReplayBuffer.__init__
     replay_poll.patch(module)  # loaded twice in one process: wrapped once
@@ -47,8 +54,9 @@ def test_a_poll_interval_the_caller_passes_is_kept(monkeypatch):
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "soon"])
 def test_a_bad_interval_names_the_variable(monkeypatch, seconds):
-    with pytest.raises(ValueError, match=replay_poll.POLL_ENV):
-        patched(monkeypatch, seconds)
+    monkeypatch.setenv(replay_poll.POLL_ENV, seconds)
+    with pytest.raises(ValueError, match=replay_poll.POLL_ENV):  # before it touches verl's class
+        replay_poll.patch(types.SimpleNamespace())
 
 
 def test_the_fragment_hands_the_variable_to_every_ray_worker():
