@@ -387,20 +387,27 @@ def test_a_learns_line_needs_three_seeds_each_passing_in_time():
            "wall_s": 400, "lr": 5e-4, "steps": 20, **gates.evaluate(passing, 0.25, tool=False)}
     control = {**run, "control": "shuffled", **gates.evaluate(_metrics(FLAT, [0.25, 0.25]), 0.25, tool=False)}
     runs, controls = [{**run, "seed": s} for s in (1, 2, 3)], [{**control, "seed": s} for s in (1, 2, 3)]
-    assert learns_problems(runs, controls, "r/v1", task, own=False, setting=setting) == []
-    assert learns_problems(runs[:2], controls, "r/v1", task, own=False, setting=setting)  # two seeds are not three
-    assert learns_problems(runs[:1], controls[:1], "r/v1", task, own=True, setting=setting) == []  # a pretrained model's own run
-    assert learns_problems([{**runs[0], "passed": False}, *runs[1:]], controls, "r/v1", task, own=False, setting=setting)
-    assert learns_problems(runs, [{**control, "seed": s, **run} for s in (1, 2, 3)], "r/v1", task, own=False, setting=setting)
-    assert learns_problems([{**runs[0], "wall_s": 500}, *runs[1:]], controls, "r/v1", task, own=False, setting=setting)
-    assert learns_problems([{**runs[0], "task_version": task.version - 1}, *runs[1:]], controls, "r/v1", task,
-                           own=False, setting=setting)
+
+    def problems(runs, controls, own=False):
+        return learns_problems(runs, controls, "r/v1", task, own, setting)
+
+    assert problems(runs, controls) == []
+    assert problems(runs[:2], controls)  # two seeds are not three
+    assert problems(runs[:1], controls[:1], own=True) == []  # a pretrained model's own run
+    assert problems([{**runs[0], "passed": False}, *runs[1:]], controls)
+    assert problems(runs, [{**control, "seed": s, **run} for s in (1, 2, 3)])
+    assert problems([{**runs[0], "wall_s": 500}, *runs[1:]], controls)
+    assert problems([{**runs[0], "task_version": task.version - 1}, *runs[1:]], controls)
+    # a run at another lr or length than the card sets now (its learn_args changed), or of unknown lr: not a rerun
+    assert problems([{**runs[0], "lr": 1.5e-4}, *runs[1:]], controls)
+    assert problems([{**runs[0], "steps": 24}, *runs[1:]], controls)
+    assert problems([{**runs[0], "lr": None}, *runs[1:]], controls)
     # a stale control beside them: it must have failed an agreement gate, and it does not count as a shuffled one
     stale = {**run, "control": "stale", "seed": 1, "gates": {**run["gates"], "agreement rollout_corr/k3_kl":
                                                              {"passed": False, "detail": "worst 4.7 (max 0.01)"}}}
-    assert learns_problems(runs, [*controls, stale], "r/v1", task, own=False, setting=setting) == []
-    assert learns_problems(runs, [*controls, {**stale, "gates": run["gates"]}], "r/v1", task, own=False, setting=setting)
-    assert learns_problems(runs, [*controls[:2], stale], "r/v1", task, own=False, setting=setting)
+    assert problems(runs, [*controls, stale]) == []
+    assert problems(runs, [*controls, {**stale, "gates": run["gates"]}])
+    assert problems(runs, [*controls[:2], stale])
 
 
 def test_no_committed_run_of_a_current_task_is_left_out_of_its_learns_line():

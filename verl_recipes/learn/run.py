@@ -56,7 +56,8 @@ def trained_with(cfg) -> dict:
 
 def setting(recipe: Recipe) -> dict:
     """The lr and steps a learning run of `recipe` trains with now, read from its composed learn config: a card whose
-    learn_args change them starts a new count of reruns (a model path is all the folder adds, and it changes neither)."""
+    learn_args change them starts a new count of reruns (a model path is all the folder adds, and it changes
+    neither)."""
     from verl_recipes.compose import compose
 
     own = recipe.card_value("learn_model") == "own"
@@ -127,7 +128,8 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
               "control": info["control"], "seed": seed,
               "build_seed": info["seed"], "rc": rc,
               "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
-              "reward": info["reward"], "warm_up": info["warm_up"], **trained_with(cfg), **result, "samples": samples.digest(run_dir / "generations")}
+              "reward": info["reward"], "warm_up": info["warm_up"], **trained_with(cfg), **result,
+              "samples": samples.digest(run_dir / "generations")}
     (run_dir / "learn.json").write_text(json.dumps(report, indent=1, default=str))
     plot(report, f"{recipe.label} learn ({info['task']}, control {info['control']}, seed {seed})", run_dir / "learn.png")
     for name, gate in result["gates"].items():
