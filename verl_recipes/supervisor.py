@@ -42,6 +42,7 @@ POLL_S = 2.0
 GRACE_S = 20.0  # a role gone this long while verl runs on: verl is not shutting down, it is waiting on the dead
 STOPPED_S = 30.0
 CLEANUP_S = 10.0
+KILLED_S = 5.0  # how long a SIGKILLed process may take to end (a process in uninterruptible I/O takes a while)
 NEXT = "the run cannot go on: `make <recipe>` (RESUME=auto) resumes it from its last complete checkpoint"
 
 
@@ -150,10 +151,14 @@ def end_session(sid: int, wait_s: float) -> list[int]:
     for proc in session(sid):
         try:
             proc.kill()
-            killed.append(proc.pid)
+            killed.append(proc)
         except psutil.Error:
             pass
-    return killed
+    # SIGKILL is delivered, not done: return once each has ended (a zombie has), so none outlives the call
+    deadline = time.monotonic() + KILLED_S
+    while not all(gone(proc) for proc in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [proc.pid for proc in killed]
 
 
 def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> int:
