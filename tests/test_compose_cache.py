@@ -55,3 +55,40 @@ def test_an_edited_recipe_composes_anew(shared, scratch_root):
     after = fresh_process_compose(recipe)
     assert after["trainer"]["total_epochs"] == 3 != before["trainer"]["total_epochs"]
     assert len(list(shared.glob("*.pickle"))) == 2
+
+
+def test_a_copy_of_the_tree_elsewhere_reads_what_the_checkout_composed(shared, tmp_path, monkeypatch):
+    """The README test's scratch copy of the repository, a scratch root: the same files under another root are the
+    same composition; a recipe copied in beside (`make cp`) changes no other recipe's, but the copy's own composition
+    follows its parent's files."""
+    import shutil
+
+    from verl_recipes.copy_recipe import copy_recipe
+
+    recipe = catalog.get("deepeyes-qwen25-vl-7b")
+    first = fresh_process_compose(recipe)
+    for folder in ("recipes", "configs", "models"):
+        shutil.copytree(catalog.REPO / folder, tmp_path / "elsewhere" / folder)
+    monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path / "elsewhere"))
+    copy_recipe(catalog.get("qwen25-7b-grpo"), "my-grpo")
+    copied = fresh_process_compose(catalog.get("my-grpo"))
+    monkeypatch.setattr(compose_module, "hydra_compose", lambda **kwargs: pytest.fail("composed again"))
+    assert fresh_process_compose(recipe) == first
+    assert fresh_process_compose(catalog.get("my-grpo")) == copied
+    parent = tmp_path / "elsewhere/recipes/qwen25-7b-grpo/v1/recipe.yaml"
+    parent.write_text(parent.read_text().replace("  total_epochs: 15\n", "  total_epochs: 3\n"))
+    with pytest.raises(pytest.fail.Exception, match="composed again"):
+        fresh_process_compose(catalog.get("my-grpo"))
+
+
+def test_run_names_are_set_on_one_composition_and_a_users_value_stands(shared, monkeypatch):
+    recipe = catalog.get("qwen25-7b-grpo", variant="megatron")
+    mine = compose(recipe, ["trainer.experiment_name=mine", "trainer.total_epochs=2"])
+    assert mine.trainer.experiment_name == "mine" and mine.trainer.project_name == "qwen25-7b-grpo"
+    plain = compose(recipe, naming=False)
+    monkeypatch.setattr(compose_module, "hydra_compose", lambda **kwargs: pytest.fail("composed again"))
+    named = compose(recipe)
+    assert named.trainer.experiment_name == recipe.run_name != plain.trainer.experiment_name
+    assert named.trainer.project_name == "qwen25-7b-grpo"
+    assert named.trainer.default_local_dir == f"{compose_module.runs_dir() / recipe.run_name}/checkpoints"
+    assert OmegaConf.to_container(compose(recipe, naming=False)) == OmegaConf.to_container(plain)

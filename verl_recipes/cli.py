@@ -34,8 +34,18 @@ def cmd_show(ns) -> int:
 def cmd_check(ns) -> int:
     import tempfile
 
+    from verl_recipes.compose import CACHE_ENV
+
     with tempfile.TemporaryDirectory(prefix="verl-recipes-tiny-") as scratch:
-        return _check(ns, scratch)
+        # `check all` composes a recipe here to list its runs, then again in a worker: they share compositions
+        own = CACHE_ENV not in os.environ
+        if own:
+            os.environ[CACHE_ENV] = scratch
+        try:
+            return _check(ns, scratch)
+        finally:
+            if own:
+                del os.environ[CACHE_ENV]
 
 
 def _check(ns, scratch: str) -> int:

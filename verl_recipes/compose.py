@@ -49,14 +49,22 @@ def _register_resolvers() -> None:
         OmegaConf.register_new_resolver("models", lambda rel: str(models_dir() / rel))
 
 
-def naming_overrides(recipe: Recipe) -> list[str]:
+def run_names(recipe: Recipe) -> dict[str, str]:
     """Run name and output folders derived from recipe, version and variant."""
     out = runs_dir() / recipe.run_name
-    return [
-        f"trainer.project_name={recipe.name}",
-        f"trainer.experiment_name={recipe.run_name}",
-        f"trainer.default_local_dir={out}/checkpoints",
-    ]
+    return {"trainer.project_name": recipe.name, "trainer.experiment_name": recipe.run_name,
+            "trainer.default_local_dir": f"{out}/checkpoints"}
+
+
+def _with_run_names(cfg: DictConfig, recipe: Recipe, args: list[str]) -> DictConfig:
+    """A copy of `cfg` with the run's names, except where ARGS name the key (the user's value stands). Set after
+    Hydra composed, so a recipe composed with and without its names is one composition."""
+    named = copy.deepcopy(cfg)
+    given = {arg.lstrip("+~").split("=", 1)[0] for arg in args}
+    for key, value in run_names(recipe).items():
+        if key not in given:
+            OmegaConf.update(named, key, value, merge=False)
+    return named
 
 
 def split_args(args: str | list[str] | None) -> list[str]:
@@ -104,14 +112,17 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
     on the command line (`+configs/smoke=tiny_gpu`, `configs/layout=...`) are read from the root too.
     """
     _register_resolvers()
-    overrides = [f"hydra.searchpath=[{searchpath()}]"]
-    overrides += naming_overrides(recipe) if naming else []
-    overrides += split_args(args)
+    args = split_args(args)
+    overrides = (f"hydra.searchpath=[{searchpath()}]", *args)
     try:
-        cfg = _hydra_compose(recipe.config_name, tuple(overrides), str(root()), _own_configs_digest())
+        cfg = _hydra_compose(recipe.config_name, overrides, _inputs_digest(recipe.config_name, args))
     except HydraException as err:
         raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe)}") from None
-    return resolved(cfg, recipe) if resolve else copy.deepcopy(cfg)  # the cached one stays as composed
+    if naming:
+        cfg = _with_run_names(cfg, recipe, args)
+    elif not resolve:
+        cfg = copy.deepcopy(cfg)  # the cached one stays as composed
+    return resolved(cfg, recipe) if resolve else cfg
 
 
 # A folder that processes of one session share their compositions through (the test session sets it: its workers,
@@ -120,18 +131,19 @@ CACHE_ENV = "VERL_RECIPES_COMPOSE_CACHE"
 
 
 @functools.lru_cache(maxsize=64)
-def _hydra_compose(config_name: str, overrides: tuple[str, ...], config_dir: str, digest: str) -> DictConfig:
+def _hydra_compose(config_name: str, overrides: tuple[str, ...], digest: str) -> DictConfig:
     """Hydra's composition, once per input: make check and the tests compose a recipe with the same overrides several
     times (check, pin, parity, launch). Interpolations stay unresolved, so the environment they read is not an input;
-    `digest` covers every file of ours Hydra may read, so an edited file composes again."""
-    shared = _shared_path(config_name, overrides, config_dir, digest)
+    `digest` covers every file of ours Hydra may read, so an edited file composes again, and a checkout with the same
+    files (a copy of the repository, a scratch root) reads what another composed."""
+    shared = _shared_path(config_name, overrides, digest)
     if shared is not None and shared.exists():
         try:
             return pickle.loads(shared.read_bytes())
         except Exception:  # a file cut short or written by other versions: compose again and replace it
             pass
     ConfigStore.instance().store(name=ENTRY, node={"defaults": [f"/{config_name}", "_self_"]})
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
+    with initialize_config_dir(config_dir=str(root()), version_base=None):
         cfg = hydra_compose(config_name=ENTRY, overrides=list(overrides))
     if shared is not None:
         partial = shared.with_name(f"{shared.name}.{os.getpid()}")
@@ -140,13 +152,13 @@ def _hydra_compose(config_name: str, overrides: tuple[str, ...], config_dir: str
     return cfg
 
 
-def _shared_path(config_name: str, overrides: tuple[str, ...], config_dir: str, digest: str) -> Path | None:
+def _shared_path(config_name: str, overrides: tuple[str, ...], digest: str) -> Path | None:
     """Where CACHE_ENV's folder keeps this composition: named by every input, verl's config tree (its version) and
     the composing libraries' versions included."""
     folder = os.environ.get(CACHE_ENV)
     if not folder:
         return None
-    inputs = (config_name, overrides, config_dir, digest, *_composing_versions())
+    inputs = (config_name, overrides, digest, *_composing_versions())
     return Path(folder) / f"{hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()}.pickle"
 
 
@@ -158,11 +170,27 @@ def _composing_versions() -> tuple[str, ...]:
     return tuple(version(p) for p in ("verl", "hydra-core", "omegaconf"))
 
 
-def _own_configs_digest() -> str:
-    """A hash of our YAML files' paths and contents (recipes/, configs/; about 5 ms)."""
+_RECIPE_FOLDER = re.compile(r"recipes/([\w.-]+)/")
+
+
+def _inputs_digest(config_name: str, args: list[str]) -> str:
+    """A hash of the YAML files of ours a composition can read, by their paths under the root: every fragment in
+    configs/, and every file of each recipe that the config, the ARGS or those files name (a copy names its parent).
+    Other recipes are left out, so a recipe added beside it (`make cp`) leaves its compositions as they were."""
+    base = root()
+    files = list((base / "configs").rglob("*.yaml"))
+    todo, seen = _RECIPE_FOLDER.findall(" ".join([config_name, *args])), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for path in (base / "recipes" / name).rglob("*.yaml"):
+            files.append(path)
+            todo += _RECIPE_FOLDER.findall(path.read_text())
     digest = hashlib.blake2b(digest_size=16)
-    for path in sorted([*(root() / "configs").rglob("*.yaml"), *(root() / "recipes").rglob("*.yaml")]):
-        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(files):
+        digest.update(str(path.relative_to(base)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
