@@ -57,25 +57,22 @@ def test_an_edited_recipe_composes_anew(shared, scratch_root):
     assert len(list(shared.glob("*.pickle"))) == 2
 
 
-def test_a_copy_of_the_tree_elsewhere_reads_what_the_checkout_composed(shared, tmp_path, monkeypatch):
+def test_a_copy_of_the_tree_elsewhere_reads_what_the_checkout_composed(shared, scratch_root, monkeypatch):
     """The README test's scratch copy of the repository, a scratch root: the same files under another root are the
     same composition; a recipe copied in beside (`make cp`) changes no other recipe's, but the copy's own composition
     follows its parent's files."""
-    import shutil
-
     from verl_recipes.copy_recipe import copy_recipe
 
     recipe = catalog.get("deepeyes-qwen25-vl-7b")
+    monkeypatch.setenv("RL_RECIPE_ROOT", str(catalog.REPO))  # the checkout first, then the scratch copy
     first = fresh_process_compose(recipe)
-    for folder in ("recipes", "configs", "models"):
-        shutil.copytree(catalog.REPO / folder, tmp_path / "elsewhere" / folder)
-    monkeypatch.setenv("RL_RECIPE_ROOT", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("RL_RECIPE_ROOT", str(scratch_root))
     copy_recipe(catalog.get("qwen25-7b-grpo"), "my-grpo")
     copied = fresh_process_compose(catalog.get("my-grpo"))
     monkeypatch.setattr(compose_module, "hydra_compose", lambda **kwargs: pytest.fail("composed again"))
     assert fresh_process_compose(recipe) == first
     assert fresh_process_compose(catalog.get("my-grpo")) == copied
-    parent = tmp_path / "elsewhere/recipes/qwen25-7b-grpo/v1/recipe.yaml"
+    parent = scratch_root / "recipes/qwen25-7b-grpo/v1/recipe.yaml"
     parent.write_text(parent.read_text().replace("  total_epochs: 15\n", "  total_epochs: 3\n"))
     with pytest.raises(pytest.fail.Exception, match="composed again"):
         fresh_process_compose(catalog.get("my-grpo"))

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from verl_recipes.catalog import Recipe, RecipeError
-from verl_recipes.compose import runs_dir
+from verl_recipes.compose import arg_keys, runs_dir
 
 MODEL_KEY = "actor_rollout_ref.model.path"
 
@@ -41,7 +41,7 @@ def latest_checkpoint(run: str) -> Path | None:
 def model_args(recipe: Recipe, args: list[str]) -> list[str]:
     """The override that points the recipe at its cold start; [] when the recipe has none or ARGS set the model."""
     spec = recipe.card_value("cold_start")
-    if not spec or any(a.lstrip("+~").split("=", 1)[0] == MODEL_KEY for a in args):
+    if not spec or MODEL_KEY in arg_keys(args):
         return []
     chosen = os.environ.get("SFT_CHECKPOINT")
     if chosen:

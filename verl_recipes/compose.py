@@ -60,11 +60,16 @@ def _with_run_names(cfg: DictConfig, recipe: Recipe, args: list[str]) -> DictCon
     """A copy of `cfg` with the run's names, except where ARGS name the key (the user's value stands). Set after
     Hydra composed, so a recipe composed with and without its names is one composition."""
     named = copy.deepcopy(cfg)
-    given = {arg.lstrip("+~").split("=", 1)[0] for arg in args}
+    given = arg_keys(args)
     for key, value in run_names(recipe).items():
         if key not in given:
             OmegaConf.update(named, key, value, merge=False)
     return named
+
+
+def arg_keys(args: list[str]) -> set[str]:
+    """The keys ARGS set, add or delete (`k=v`, `+k=v`, `++k=v`, `~k`)."""
+    return {arg.lstrip("+~").split("=", 1)[0] for arg in args}
 
 
 def split_args(args: str | list[str] | None) -> list[str]:
@@ -178,7 +183,7 @@ def _inputs_digest(config_name: str, args: list[str]) -> str:
     configs/, and every file of each recipe that the config, the ARGS or those files name (a copy names its parent).
     Other recipes are left out, so a recipe added beside it (`make cp`) leaves its compositions as they were."""
     base = root()
-    files = list((base / "configs").rglob("*.yaml"))
+    files = {path: path.read_bytes() for path in (base / "configs").rglob("*.yaml")}
     todo, seen = _RECIPE_FOLDER.findall(" ".join([config_name, *args])), set()
     while todo:
         name = todo.pop()
@@ -186,11 +191,11 @@ def _inputs_digest(config_name: str, args: list[str]) -> str:
             continue
         seen.add(name)
         for path in (base / "recipes" / name).rglob("*.yaml"):
-            files.append(path)
-            todo += _RECIPE_FOLDER.findall(path.read_text())
+            files[path] = path.read_bytes()
+            todo += _RECIPE_FOLDER.findall(files[path].decode())
     digest = hashlib.blake2b(digest_size=16)
     for path in sorted(files):
-        digest.update(str(path.relative_to(base)).encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(str(path.relative_to(base)).encode() + b"\0" + files[path] + b"\0")
     return digest.hexdigest()
 
 
@@ -264,7 +269,7 @@ def composition_files(recipe: Recipe, args: list[str] = ()) -> list[Path]:
 
 def where_set(key: str, files: list[Path], args: list[str]) -> str:
     """Name the place that sets a key: a file of ours or the command line."""
-    if any(a.lstrip("+~").split("=", 1)[0] == key for a in args):
+    if key in arg_keys(args):
         return "ARGS"
     for path in files:
         if key in flatten(OmegaConf.load(path)):
