@@ -26,10 +26,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from verl_recipes import entrypoints
 from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, models_dir, root
 from verl_recipes.check import keys as verl_keys
+from verl_recipes.config_file_memo import install as install_config_file_memo
 from verl_recipes.entrypoints import config_dir_of, searchpath
+from verl_recipes.interpolation_parser import install as install_interpolation_memo
 from verl_recipes.yaml_parser import install as install_c_yaml_parser
 
 install_c_yaml_parser()  # a compose parses ~50 YAML files; libyaml's parser makes it about a third faster
+install_config_file_memo()  # and Hydra loads the same files again on every compose: built once, copied after
+install_interpolation_memo()  # resolving parses the same few hundred `${...}` strings thousands of times
 
 
 def runs_dir() -> Path:
