@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from verl_recipes import yaml_parser
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -156,7 +156,7 @@ def load_card(name: str, version: str) -> dict:
     path = recipes_dir() / name / version / CARD
     if not path.is_file():
         raise RecipeError(f"{path} is missing: every recipe version needs a card")
-    card = yaml.safe_load(path.read_text()) or {}
+    card = yaml_parser.safe_load(path.read_text()) or {}
     if card.get("status") not in CARD_STATUSES:
         raise RecipeError(f"{path}: status must be one of {CARD_STATUSES}, got {card.get('status')!r}")
     return card

@@ -16,14 +16,13 @@ import re
 import shlex
 from pathlib import Path
 
-import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from verl_recipes import entrypoints
+from verl_recipes import entrypoints, yaml_parser
 from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, models_dir, root
 from verl_recipes.check import keys as verl_keys
 from verl_recipes.config_file_memo import install as install_config_file_memo
@@ -232,7 +231,7 @@ def to_yaml(cfg: DictConfig) -> str:
 
 def _defaults_entries(config_file: Path) -> list[str]:
     """The repo-internal configs a YAML file pulls in through its defaults list."""
-    data = yaml.safe_load(config_file.read_text()) or {}
+    data = yaml_parser.safe_load(config_file.read_text()) or {}
     out = []
     for entry in data.get("defaults") or []:
         if isinstance(entry, str) and entry.startswith(("/configs/", "/recipes/")):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from verl_recipes import catalog, parity, pins
+from verl_recipes import catalog, parity, pins, yaml_parser
 from verl_recipes.catalog import CARD, CHECKS, REPO, Recipe, RecipeError, recipes_dir
 
 # card fields that describe the source's own record, not the workload a copy inherits (`learns:` is a learning run of
@@ -55,7 +55,7 @@ def copied_checks(source: Recipe) -> str | None:
         return None
     if not source.variant:
         return path.read_text()
-    checks = yaml.safe_load(path.read_text()) or {}
+    checks = yaml_parser.safe_load(path.read_text()) or {}
     own = (checks.pop("variants", None) or {}).get(source.variant) or {}
     checks["present"] = [m for m in checks.get("present", []) if m not in own.get("drop", [])] + own.get("present", [])
     return f"# the smoke gates of {source.label} (verl_recipes/check/gates.py)\n" + yaml.safe_dump(checks, sort_keys=False)

@@ -16,7 +16,7 @@ import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
-from verl_recipes import entrypoints
+from verl_recipes import entrypoints, yaml_parser
 from verl_recipes.catalog import Recipe, RecipeError, root
 from verl_recipes.check.keys import ignored_replacement, is_open
 from verl_recipes.compose import compose_verl_base, flatten
@@ -32,7 +32,7 @@ def passed(source: dict, git_dirs: dict[str, Path] | None = None) -> dict:
     """{key as the script writes it, without `+`: value} of every override, the last one of a key winning."""
     values = {}
     if source.get("config"):  # the YAML the script composes: its values first
-        config = yaml.safe_load(script_text({**source, "path": source["config"]}, git_dirs)) or {}
+        config = yaml_parser.safe_load(script_text({**source, "path": source["config"]}, git_dirs)) or {}
         values.update(flatten({k: v for k, v in config.items() if k not in ("hydra", "defaults")}))
     _, arguments = launch(script_text(source, git_dirs), source["path"])
     try:
@@ -74,7 +74,7 @@ def extract(recipe: Recipe, git_dirs: dict[str, Path] | None = None) -> bool:
     from verl_recipes import catalog
 
     path = recipe.folder / "upstream.yaml"
-    data = yaml.safe_load(path.read_text())
+    data = yaml_parser.safe_load(path.read_text())
     entries = [(None, data["recipe"]), *((name, entry) for name, entry in (data.get("variants") or {}).items())]
     for variant, entry in entries:
         same_run = entry.get("extends") == "recipe" and entry["source"] == data["recipe"]["source"]

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import yaml
 
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, root
 from verl_recipes.catalog import UPSTREAM as FILE
 from verl_recipes.compose import compose, composition_files, flatten, resolved
@@ -112,7 +113,7 @@ def reference(recipe: Recipe) -> dict:
         return reference(catalog.parse(recipe.card["derived_from"]))
     if not path.is_file():
         raise RecipeError(f"{path.relative_to(root())} is missing: record the published run this version reproduces")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yaml_parser.safe_load(path.read_text()) or {}
     entry = (data.get("variants") or {}).get(recipe.variant) if recipe.variant else data.get("recipe")
     if entry is None:
         where = f"variants.{recipe.variant}" if recipe.variant else "recipe"
@@ -223,7 +224,7 @@ def _inert(key: str, ours: dict) -> str | None:
 def _parent_source(winner: Path) -> dict | None:
     """The source of the run that the recipe version holding this file reproduces."""
     path = winner.parent / FILE
-    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    data = yaml_parser.safe_load(path.read_text()) if path.is_file() else None
     return ((data or {}).get("recipe") or {}).get("source")
 
 
@@ -277,7 +278,7 @@ def _deviations(recipe: Recipe, args: list[str] | None) -> list[Deviation]:
     composed = compose(recipe, args or [], naming=False, resolve=False)
     ours, raw = flatten(resolved(composed, recipe)), flatten(composed)
     files = composition_files(recipe, args or [])
-    keys_of = {path: {k.replace("+", "") for k in flatten(yaml.safe_load(path.read_text()) or {})} for path in files}
+    keys_of = {path: {k.replace("+", "") for k in flatten(yaml_parser.safe_load(path.read_text()) or {})} for path in files}
     out = []
     for key, theirs in entry["settings"].items():
         mine = ours.get(key, "<absent>")

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import MAIN, REPO, Recipe, data_dir, root
 from verl_recipes.compose import compose, flatten, to_yaml
 
@@ -44,8 +43,8 @@ def drift(recipe: Recipe) -> list[str]:
     rel = path.relative_to(root())
     if not path.is_file():
         return [f"{rel} is missing: a published version is pinned; run `make pin` and commit the file"]
-    pinned = flatten(yaml.safe_load(path.read_text()) or {})
-    now = flatten(yaml.safe_load(pinned_text(recipe)) or {})
+    pinned = flatten(yaml_parser.safe_load(path.read_text()) or {})
+    now = flatten(yaml_parser.safe_load(pinned_text(recipe)) or {})
     changed = sorted(k for k in pinned.keys() | now.keys() if pinned.get(k, "<absent>") != now.get(k, "<absent>"))
     if not changed:
         return []

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import RecipeError
 from verl_recipes.compose import flatten, runs_dir
 from verl_recipes.runtime import checkpoints as ckpt
@@ -117,7 +117,7 @@ def decide(name: str, cfg: DictConfig, mode: str = "auto", label: str = "") -> D
         why = " (RESUME=never)" if mode == "never" and checkpoint else ""
         return Decision(folder, None, f"fresh run in {folder}{why}{passed}", keep)
     stored_file = newest / STORED
-    stored = yaml.safe_load(stored_file.read_text()) if stored_file.is_file() else None
+    stored = yaml_parser.safe_load(stored_file.read_text()) if stored_file.is_file() else None
     changed = differences(stored, cfg) if stored is not None else ["(no stored config.yaml beside the checkpoints)"]
     if mode == "force" or not changed:
         forced = f"; RESUME=force despite {len(changed)} changed key(s)" if changed and mode == "force" else ""
@@ -133,7 +133,7 @@ def decide(name: str, cfg: DictConfig, mode: str = "auto", label: str = "") -> D
 
 def _same_or_unset(folder: Path, cfg: DictConfig) -> bool:
     stored = folder / STORED
-    return not stored.is_file() or not differences(yaml.safe_load(stored.read_text()), cfg)
+    return not stored.is_file() or not differences(yaml_parser.safe_load(stored.read_text()), cfg)
 
 
 def list_runs() -> list[str]:

@@ -7,9 +7,9 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-import yaml
 from omegaconf import DictConfig, ListConfig
 
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import Recipe, hf_config, model_config_dir, models_dir
 from verl_recipes.check.data_columns import GUIDE, column_problems
 
@@ -40,7 +40,7 @@ def _check_tool_config(path: str) -> list[str]:
     key = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
     if not Path(path).is_file():
         return [f"'{key}' = {path}: file not found"]
-    tools = (yaml.safe_load(Path(path).read_text()) or {}).get("tools")
+    tools = (yaml_parser.safe_load(Path(path).read_text()) or {}).get("tools")
     if not tools:
         return [f"{path}: needs a non-empty 'tools:' list (verl tool registry format)"]
     errors = []

@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-import yaml
+from verl_recipes import yaml_parser
 
 # (metric, bound, side): every step must hold it; a side is (holds(value, bound), the worst of values)
 SIDES = {"max": (lambda v, b: v <= b, max), "min": (lambda v, b: v >= b, min),
@@ -64,7 +64,7 @@ def read_metrics(path: Path) -> dict[int, dict]:
 
 
 def load_checks(checks_file: Path | None) -> dict:
-    return (yaml.safe_load(checks_file.read_text()) or {}) if checks_file and checks_file.is_file() else {}
+    return (yaml_parser.safe_load(checks_file.read_text()) or {}) if checks_file and checks_file.is_file() else {}
 
 
 def load_gates(checks_file: Path | None, tiny: bool = False, variant: str | None = None, bypass: bool = False) -> dict:

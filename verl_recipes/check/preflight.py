@@ -31,9 +31,9 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-import yaml
 from omegaconf import DictConfig
 
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import REPO, hf_config
 from verl_recipes.check.keys import VERL_VERSION
 from verl_recipes.compose import flatten
@@ -275,7 +275,7 @@ def required_objects(cfg: DictConfig) -> list[str]:
     if tool_config:
         path = Path(str(tool_config))
         path = path if path.is_absolute() else checkout_path(path)  # relative: a path in a cluster job
-        for tool in (yaml.safe_load(path.read_text()) or {}).get("tools") or []:
+        for tool in (yaml_parser.safe_load(path.read_text()) or {}).get("tools") or []:
             module, _, cls = str(tool["class_name"]).rpartition(".")
             out.append(f"{module}:{cls}")
     return out

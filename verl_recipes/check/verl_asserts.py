@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from verl_recipes import yaml_parser
 
 INVENTORY = Path(__file__).with_name("verl_asserts.yaml")
 # verl modules (relative to the verl package) on the start-up and first-step paths of our entry points
@@ -108,7 +108,7 @@ def extract(root: Path | None = None) -> list[Site]:
 
 
 def load() -> list[dict]:
-    return yaml.safe_load(INVENTORY.read_text())["asserts"]
+    return yaml_parser.safe_load(INVENTORY.read_text())["asserts"]
 
 
 def counts(entries: list[dict] | None = None) -> dict[str, int]:

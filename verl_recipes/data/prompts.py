@@ -1,7 +1,6 @@
 """Every instruction text and tool schema the prepared datasets put into prompts, in one place."""
 
-import yaml
-
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import REPO
 
 # gsm8k_math (verl examples/data_preprocess/math_dataset.py); appended after a space.
@@ -34,7 +33,7 @@ CODE_INTERPRETER_CONFIG = REPO / "agents/code_interpreter.yaml"
 
 
 def code_interpreter_tool() -> dict:
-    return yaml.safe_load(CODE_INTERPRETER_CONFIG.read_text())["tools"][0]["tool_schema"]
+    return yaml_parser.safe_load(CODE_INTERPRETER_CONFIG.read_text())["tools"][0]["tool_schema"]
 
 
 # DeepEyes: replaces the dataset's own system prompt, which spells the tool out in text; with verl's tool

@@ -12,9 +12,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import Recipe, RecipeError
 
 FILE = Path(__file__).with_name("overrides.yaml")
@@ -61,7 +61,7 @@ def literal(value) -> str:
 
 @functools.cache
 def table() -> dict:
-    return yaml.safe_load(FILE.read_text())
+    return yaml_parser.safe_load(FILE.read_text())
 
 
 def _entries(block: dict, where: str) -> list[Override]:

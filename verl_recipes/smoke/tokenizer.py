@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from verl_recipes import yaml_parser
 from verl_recipes.catalog import REPO
 from verl_recipes.data.prompts import DEEPEYES_SYSTEM
 
@@ -21,7 +20,7 @@ SYSTEM_PROMPTS = ("You are a helpful assistant.", DEEPEYES_SYSTEM)
 
 
 def chat_template() -> str:
-    return yaml.safe_load(TEMPLATE_FRAGMENT.read_text())["actor_rollout_ref"]["model"]["custom_chat_template"]
+    return yaml_parser.safe_load(TEMPLATE_FRAGMENT.read_text())["actor_rollout_ref"]["model"]["custom_chat_template"]
 
 
 def tool_schemas(tool_config: Path) -> list[dict]:
@@ -29,7 +28,7 @@ def tool_schemas(tool_config: Path) -> list[dict]:
     from verl.tools.schemas import OpenAIFunctionToolSchema
 
     return [OpenAIFunctionToolSchema.model_validate(tool["tool_schema"]).model_dump(exclude_unset=True, exclude_none=True)
-            for tool in yaml.safe_load(tool_config.read_text())["tools"]]
+            for tool in yaml_parser.safe_load(tool_config.read_text())["tools"]]
 
 
 def bpe_tokenizer(folder: Path, corpus: list[str], special_tokens: list[str], template: str | None = None):
