@@ -16,6 +16,12 @@ import pytest
 from verl_recipes import catalog
 from verl_recipes.catalog import REPO
 from verl_recipes.compose import CACHE_ENV, compose
+from verl_recipes.entrypoints import ENTRYPOINTS
+
+# every YAML file a composition can read: verl's config trees, our fragments, our recipes (their pins included)
+VERL_CONFIG_TREES = {Path(entry.config_dir) for entry in ENTRYPOINTS.values()}
+CONFIG_FILES = sorted({*(p for tree in VERL_CONFIG_TREES for p in tree.rglob("*.yaml")),
+                       *(REPO / "configs").rglob("*.yaml"), *(REPO / "recipes").rglob("*.yaml")})
 
 # one folder of compositions for the whole session (verl_recipes/compose.py): set before xdist starts its workers, so
 # they, and the make targets and CLIs the tests start, share what any of them composed

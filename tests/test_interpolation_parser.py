@@ -4,20 +4,15 @@ resolves every interpolation of verl's config tree and of the recipes as OmegaCo
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from conftest import CONFIG_FILES
 from omegaconf import OmegaConf, base, grammar_parser
 from omegaconf.errors import GrammarParseError, InterpolationResolutionError
 
 import verl_recipes.compose  # noqa: F401  (installs the memo)
 from verl_recipes import interpolation_parser
-from verl_recipes.catalog import REPO
-from verl_recipes.entrypoints import ENTRYPOINTS
 
-VERL_TREES = {Path(entry.config_dir) for entry in ENTRYPOINTS.values()}
-FILES = sorted({*(p for tree in VERL_TREES for p in tree.rglob("*.yaml")), *(REPO / "configs").rglob("*.yaml"),
-                *(REPO / "recipes").rglob("*.yaml")})
 INTERPOLATION = re.compile(r"\$\{.*\}")
 
 
@@ -28,7 +23,7 @@ def test_composing_installs_the_memo():
 
 
 def test_every_interpolation_of_verl_and_of_the_recipes_parses_to_omegaconfs_tree():
-    values = {m.group(0) for path in FILES for m in INTERPOLATION.finditer(path.read_text())}
+    values = {m.group(0) for path in CONFIG_FILES for m in INTERPOLATION.finditer(path.read_text())}
     assert len(values) > 50
     for value in values:
         for rule in ("configValue", "singleElement"):

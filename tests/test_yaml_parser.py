@@ -6,16 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import CONFIG_FILES
 from omegaconf import OmegaConf, _utils
 
 import verl_recipes.compose  # noqa: F401  (installs the C loader)
-from verl_recipes.catalog import REPO
-from verl_recipes.entrypoints import ENTRYPOINTS
 from verl_recipes.yaml_parser import c_loader, omegaconf_loader, safe_load
-
-VERL_TREES = {Path(entry.config_dir) for entry in ENTRYPOINTS.values()}
-FILES = sorted({*(p for tree in VERL_TREES for p in tree.rglob("*.yaml")), *(REPO / "configs").rglob("*.yaml"),
-                *(REPO / "recipes").rglob("*.yaml")})
 
 
 def test_composing_installs_the_c_loader():
@@ -25,8 +20,8 @@ def test_composing_installs_the_c_loader():
 
 @pytest.mark.slow
 def test_every_config_file_of_verl_and_of_the_recipes_loads_to_the_same_data():
-    assert len(FILES) > 150
-    for path in FILES:
+    assert len(CONFIG_FILES) > 150
+    for path in CONFIG_FILES:
         text = path.read_text()
         ours, theirs = yaml.load(text, Loader=c_loader()), yaml.load(text, Loader=omegaconf_loader())
         assert ours == theirs and repr(ours) == repr(theirs), path
@@ -34,9 +29,9 @@ def test_every_config_file_of_verl_and_of_the_recipes_loads_to_the_same_data():
 
 @pytest.mark.slow
 def test_our_safe_load_reads_every_config_file_and_pin_as_pyyamls_own():
-    assert any(path.parent.name == "resolved" for path in FILES)  # the pins, which make check reads
+    assert any(path.parent.name == "resolved" for path in CONFIG_FILES)  # the pins, which make check reads
     assert yaml.__with_libyaml__  # the C parser is what makes ours faster: PyYAML's wheels carry it
-    for path in FILES:
+    for path in CONFIG_FILES:
         text = path.read_text()
         assert safe_load(text) == yaml.safe_load(text), path
     with pytest.raises(yaml.YAMLError):

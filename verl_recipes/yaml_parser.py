@@ -1,4 +1,5 @@
-"""OmegaConf's YAML loader on libyaml's C parser, for the processes that compose recipes.
+"""YAML on libyaml's C parser: OmegaConf's loader for the processes that compose recipes, and `safe_load` for the
+cards, pins and fragments the package reads itself.
 
 Hydra parses each YAML file of verl's config tree again on every compose, with PyYAML's pure-Python parser, and
 `make check` composes about 200 configs: parsing was a quarter of its time. This loader is OmegaConf's own (its float
