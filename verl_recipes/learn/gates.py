@@ -108,3 +108,14 @@ def agreement_failed(result: dict) -> bool:
 
 # what a run of each control must show to pass (build --control): none learns, the others fail their gate
 EXPECTED = {"none": learned, "shuffled": score_gate_failed, "stale": agreement_failed}
+
+# Gates that runs were graded by and no longer are: a committed record is counted as today's gates grade it
+RETIRED = (f"agreement {PEARSON}",)
+
+
+def passes(record: dict) -> bool:
+    """Whether a committed learn.json shows what its control must under the gates in force: it exited 0 and its
+    recorded gates, less RETIRED ones, say so. Its own `passed` stays what it was graded at the time (SmolLM2's first
+    run failed the correlation gate only, 2026-11-27, and counts as a pass since)."""
+    kept = {name: gate for name, gate in record.get("gates", {}).items() if name not in RETIRED}
+    return not record["rc"] and bool(kept) and EXPECTED[record["control"]]({**record, "gates": kept})

@@ -2,8 +2,9 @@
 
     python -m verl_recipes.learn.tally [--write results/learn/README.md]
 prints the table, or writes it into the README between its tally markers (a test holds the README to the files).
-A run passes when it learned; a control passes when its score gate failed, as it must. Every rerun is counted,
-failures included: a result picked from several tries is not a result.
+A run passes when it learned; a control passes when its score gate failed, as it must; each graded by the gates in
+force (verl_recipes/learn/gates.passes). Every rerun is counted, failures included: a result picked from several
+tries is not a result.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
+
+from verl_recipes.learn import gates
 
 RESULTS = Path(__file__).resolve().parents[2] / "results" / "learn"
 BEGIN, END = "<!-- tally: python -m verl_recipes.learn.tally --write -->", "<!-- /tally -->"
@@ -55,7 +58,7 @@ def table(runs: list[dict]) -> str:
         seeds = ", ".join("-" if r.get("seed") is None else str(r["seed"]) for r in group)
         scores = ", ".join(score(r) for r in group)
         walls = ", ".join(f"{r['wall_s']:.0f}" for r in group)
-        passed = sum(bool(r["passed"]) for r in group)
+        passed = sum(gates.passes(r) for r in group)
         lines.append(f"| {recipe} | {task} | {control} | {passed} / {len(group)} | {seeds} | {scores} | {walls} |")
     return "\n".join(lines)
 
