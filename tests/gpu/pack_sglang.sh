@@ -41,6 +41,11 @@
 # the flashinfer, FA3 and triton attention backends, vision attention, the Qwen2 and Qwen2.5-VL models, the xgrammar
 # backend and verl 0.9.1's sglang_rollout modules all import (sgl_kernel's libraries loaded against a stand-in libcuda).
 #
+# On the GPU machine (2 x H200, 2026-11-28), calls 4 and 5 took 28 s with the install (1.5 GB in 3 s); `check` found
+# nvcc, c++, ninja and a system libnuma, and imported the rollout (sglang 0.5.12, sglang-kernel 0.4.2.post2, flashinfer
+# 0.6.11.post1, transformers 5.9.0 and verl 0.9.1 on sm_90). A first text smoke (tests/gpu/smoke_tiny.sh with
+# SMOKE_ARGS="configs/rollout=sglang") started verl's SGLang server in hybrid mode and captured its 36 CUDA graphs
+# (the first 53 s: flashinfer compiling its kernels), 3.7 min after the smoke began; the call's time ran out there.
 # Measured 2026-11-27 on a 2-core machine (6.5 to 14 min, most of it xz -9): 102 wheels of 787 MiB (G: 58, 769.5 MiB,
 # of them flashinfer-cubin 344.2 and sglang-kernel 307.4; Z: 44, 17.9 MiB) install to 3.0 GB; trimmed, G is 1.5 GB
 # (578 MB of it zeroed kernels) and Z 51 MB; the archive is 94.0 MiB (98,617,732 bytes; FA3's sm_90 kernels 45 MB of
@@ -59,6 +64,9 @@
 #        eval "$(bash tests/gpu/pack_sglang.sh env)" && bash /tmp/gpu/bin/run.sh NAME none 500 -- your command
 #      (layer set none: the PYTHONPATH from env is the set; run.sh keeps it in front). The kit's spares (layers/Z of
 #      /tmp/gpu) still retry on "No module named"; tests/gpu/kit_spares.sh adds the four our runs always need.
+#      A recipe's tiny smoke on SGLang (allow 6 minutes: 3.7 before the first rollout, 2026-11-28):
+#        eval "$(bash tests/gpu/pack_sglang.sh env)" && bash /tmp/gpu/bin/run.sh sgl_text none 500 -- env \
+#          SMOKE_ARGS=configs/rollout=sglang bash tests/gpu/smoke_tiny.sh qwen25-7b-grpo /tmp/tiny_sgl
 # verl 0.9.1 picks SGLang's flashinfer attention backend for sglang >= 0.5.12 (async_sglang_server.py: FA3's CUDA-graph
 # capture is broken there), and SGLang samples with flashinfer: both compile their kernels on first use, which needs
 # nvcc and a C++ compiler (`check` says whether the machine has them). Without them, run with

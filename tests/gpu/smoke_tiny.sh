@@ -4,6 +4,8 @@
 # One GPU by default; async variants take two (their cards' tiny_overlay gives the trainer and the rollout one
 # each), and @OVERLAY picks another tiny layout of a card's tiny_overlay list (e.g. two GPUs with EP 2 and TP 2).
 # A TINY_DIR that does not exist yet is built first (python -m verl_recipes.smoke.tiny, the card's tiny family).
+# SMOKE_ARGS: Hydra overrides for every smoke, e.g. SMOKE_ARGS="configs/rollout=sglang" (issue 46; with the SGLang
+# layer set on PYTHONPATH: tests/gpu/pack_sglang.sh env).
 # Copies each run's smoke.json, metrics and config to $OUT when it is set.
 set -uo pipefail
 source "$(dirname "$0")/checkout_path.sh"
@@ -15,7 +17,7 @@ while [ $# -ge 2 ]; do
   recipe=${spec%%@*} overlay=""; [[ "$spec" == *@* ]] && overlay=${spec#*@}
   variant=""; [[ "$recipe" == *:* ]] && variant=${recipe#*:}
   [ -e "$tiny" ] || python3 -m verl_recipes.smoke.tiny "$tiny" --recipe "$recipe" || { status=1; continue; }
-  python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" --overlay "$overlay" || status=1
+  python3 -m verl_recipes smoke "${recipe%%:*}" --variant "$variant" --tiny "$tiny" --overlay "$overlay" --args "${SMOKE_ARGS:-}" || status=1
   if [ -n "${OUT:-}" ]; then
     run=$(ls -td "$RL_RUNS_DIR"/*-smoke*/launches/*/ 2>/dev/null | head -1)
     name=${spec//[:\/@]/_}
