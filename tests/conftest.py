@@ -1,10 +1,10 @@
 """Shared test setup: GPU-only tests are marked `gpu` and skipped where no CUDA device is visible; a scratch copy
 of the recipe tree for tests that edit it."""
 
-import atexit
+import hashlib
 import os
 import shutil
-import tempfile
+import time
 from pathlib import Path
 
 # `make test` runs two xdist workers on CI's two cores: one OpenMP thread each, and in the processes they start, or
@@ -23,12 +23,30 @@ VERL_CONFIG_TREES = {Path(entry.config_dir) for entry in ENTRYPOINTS.values()}
 CONFIG_FILES = sorted({*(p for tree in VERL_CONFIG_TREES for p in tree.rglob("*.yaml")),
                        *(REPO / "configs").rglob("*.yaml"), *(REPO / "recipes").rglob("*.yaml")})
 
-# one folder of compositions for the whole session (verl_recipes/compose.py): set before xdist starts its workers, so
-# they, and the make targets and CLIs the tests start, share what any of them composed
+# One folder of compositions (verl_recipes/compose.py), set before xdist starts its workers, so that they, and the make
+# targets and CLIs the tests start, share what any of them composed. It outlives the session: named by the bytes of
+# every config file and of compose.py, it serves the next run after a code edit (a rerun of make test-fast composes
+# nothing), and an edited YAML file starts a new folder.
+COMPOSITIONS = REPO / ".pytest_cache" / "compositions"
+
+
+def compositions_folder(inputs: list[Path], under: Path) -> Path:
+    """The folder of compositions read from `inputs` as they are now; folders an hour old are removed (not newer:
+    another session may still write there)."""
+    digest = hashlib.blake2b(digest_size=12)
+    for path in inputs:
+        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    folder = under / digest.hexdigest()
+    for old in under.glob("*"):
+        if old != folder and time.time() - old.stat().st_mtime > 3600:
+            shutil.rmtree(old, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    os.utime(folder)
+    return folder
+
+
 if CACHE_ENV not in os.environ:
-    _compositions = tempfile.mkdtemp(prefix="verl-recipes-compositions-")
-    os.environ[CACHE_ENV] = _compositions
-    atexit.register(shutil.rmtree, _compositions, ignore_errors=True)
+    os.environ[CACHE_ENV] = str(compositions_folder([*CONFIG_FILES, REPO / "verl_recipes" / "compose.py"], COMPOSITIONS))
 
 
 def _cuda_available() -> bool:

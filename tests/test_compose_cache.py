@@ -89,3 +89,19 @@ def test_run_names_are_set_on_one_composition_and_a_users_value_stands(shared, m
     assert named.trainer.project_name == "qwen25-7b-grpo"
     assert named.trainer.default_local_dir == f"{compose_module.runs_dir() / recipe.run_name}/checkpoints"
     assert OmegaConf.to_container(compose(recipe, naming=False)) == OmegaConf.to_container(plain)
+
+
+def test_the_test_sessions_compositions_outlive_it_until_a_config_file_changes(tmp_path):
+    import os
+
+    from conftest import compositions_folder
+
+    config, under = tmp_path / "recipe.yaml", tmp_path / "compositions"
+    config.write_text("lr: 1\n")
+    first = compositions_folder([config], under)
+    assert compositions_folder([config], under) == first  # the next session reads what this one composed
+    config.write_text("lr: 2\n")
+    second = compositions_folder([config], under)
+    assert second != first and first.exists()  # another session may still be writing there
+    os.utime(first, (0, 0))  # an hour old and more
+    assert compositions_folder([config], under) == second and not first.exists()
