@@ -340,7 +340,7 @@ RERUNS = 3  # a tiny learns: line rests on at least three seeds of the run and t
 
 def current(record: dict, task, setting: dict) -> bool:
     """Whether a record reruns `task` at its version as the card sets it now (`setting`: lr and steps)."""
-    return tally.setting(record) == (task.name, task.version, setting["lr"], setting["steps"])
+    return tally.setting(record) == (task.name, task.version, setting["lr"], setting["steps"], ())
 
 
 def learns_problems(runs: list[dict], controls: list[dict], label: str, task, own: bool,
@@ -405,6 +405,7 @@ def test_a_learns_line_needs_three_seeds_each_passing_in_time():
     # a run at another lr or length than the card sets now (its learn_args changed), or of unknown lr: not a rerun
     assert problems([{**runs[0], "lr": 1.5e-4}, *runs[1:]], controls)
     assert problems([{**runs[0], "steps": 24}, *runs[1:]], controls)
+    assert problems([{**runs[0], "args": ["+configs/kernels=liger"]}, *runs[1:]], controls)  # a lever's run: apart
     assert problems([{**runs[0], "lr": None}, *runs[1:]], controls)
     # a stale control beside them: it must have failed an agreement gate, and it does not count as a shuffled one
     stale = {**run, "control": "stale", "seed": 1, "gates": {**run["gates"], "agreement rollout_corr/k3_kl":
@@ -512,6 +513,8 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     for name, steps in (("i", 20), ("j", 24)):  # and at another length
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "seed": 1, "passed": True, "task_version": 2,
                                                            "lr": 1.5e-4, "steps": steps}))
+    (tmp_path / "k.json").write_text(json.dumps({**run, "seed": 1, "task_version": 2, "lr": 1.5e-4, "steps": 24,
+                                                 "args": ["+configs/kernels=liger"]}))  # a user's overrides: apart
     (tmp_path / "c.metrics.jsonl").write_text("{}")
     for name, curves in (("e", {"score": {}}), ("f", {"score": {"1": 0.2}})):  # died at start-up; died at step 2
         (tmp_path / f"{name}.json").write_text(json.dumps({**run, "task": "u", "seed": 1, "passed": False, "rc": 1,
@@ -523,6 +526,7 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     assert "| r/v1 | t v2 at lr 0.00015 | none | 2 / 2 | 1, 2 |" in body
     assert "| r/v1 | t v2 at lr 0.00015, 20 steps | none | 1 / 1 | 1 |" in body
     assert "| r/v1 | t v2 at lr 0.00015, 24 steps | none | 1 / 1 | 1 |" in body
+    assert "| r/v1 | t v2 at lr 0.00015, 24 steps, with +configs/kernels=liger | none | 1 / 1 | 1 |" in body
     readme = (tally.RESULTS / "README.md").read_text()
     assert tally.written(readme, tally.table(tally.records())) == readme, "run python -m verl_recipes.learn.tally --write"
 
@@ -562,11 +566,11 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
 
     monkeypatch.setattr(launch, "launch", fake_launch)
     monkeypatch.setattr("verl_recipes.learn.run.plot", lambda *a: None)
-    assert run(catalog.get("qwen25-7b-grpo"), None, tmp_path, seed=1) == (0 if passed else 1)
+    assert run(catalog.get("qwen25-7b-grpo"), "trainer.val_before_train=true", tmp_path, seed=1) == (0 if passed else 1)
     assert seen["fault"] == faults.STALE_WEIGHTS
     report = json.loads((tmp_path / "run" / "learn.json").read_text())
     assert (report["control"], report["passed"]) == ("stale", passed)
-    assert report["lr"] == 5e-4
+    assert report["lr"] == 5e-4 and report["args"] == ["trainer.val_before_train=true"]  # the user's, counted apart
     assert report["samples"]["zero_signal"] == {"1": 0.5}  # the dumps moved into the launch folder and digested
     assert (tmp_path / "run" / "generations" / "1.jsonl").exists() and not list((tmp_path / "runs").glob("learn-*"))
 

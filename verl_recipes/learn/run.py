@@ -125,7 +125,7 @@ def run(recipe: Recipe, args: str | None, tiny: Path, seed: int = 0) -> int:
     control = info["control"] != "none"
     passed = not rc and gates.EXPECTED[info["control"]](result)
     report = {"recipe": recipe.label, "task": info["task"], "task_version": info.get("task_version"),
-              "control": info["control"], "seed": seed,
+              "control": info["control"], "seed": seed, "args": split_args(args),
               "build_seed": info["seed"], "rc": rc,
               "passed": passed, "wall_s": round(time.time() - started, 1), "date": time.strftime("%Y-%m-%d"),
               "reward": info["reward"], "warm_up": info["warm_up"], **trained_with(cfg), **result,

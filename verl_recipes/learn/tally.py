@@ -35,17 +35,19 @@ def score(run: dict) -> str:
 
 
 def setting(run: dict) -> tuple:
-    """What a rerun repeats: the task's version (records from before versions ran version 1), the lr and the steps.
-    A card's learn_args may change the last two for the same task, so a run at another lr or length is counted apart,
-    and a learns: line rests on the runs of the card's current setting. (Records from before learn.json named its lr,
-    2026-11-27, were given the actor/lr of their metrics; the three that died before step 1, that of their lease's
-    other runs of the recipe.)"""
-    return run["task"], run.get("task_version") or 1, run.get("lr"), run.get("steps")
+    """What a rerun repeats: the task's version (records from before versions ran version 1), the lr, the steps and
+    the user's overrides. A card's learn_args may change the lr or the steps for the same task, so a run at another lr
+    or length is counted apart, and a learns: line rests on the runs of the card's current setting; a run with
+    overrides of its own (`make <recipe>-learn ARGS=...`, e.g. a lever's fragment) is another setting too. (Records
+    from before learn.json named its lr, 2026-11-27, were given the actor/lr of their metrics; the three that died
+    before step 1, that of their lease's other runs of the recipe. Records from before it named its `args` had none.)"""
+    return run["task"], run.get("task_version") or 1, run.get("lr"), run.get("steps"), tuple(run.get("args") or ())
 
 
 def label(run: dict) -> str:
-    task, version, lr, steps = setting(run)
-    return f"{task} v{version}" + (f" at lr {lr:g}" if lr is not None else "") + (f", {steps} steps" if steps else "")
+    task, version, lr, steps, args = setting(run)
+    return (f"{task} v{version}" + (f" at lr {lr:g}" if lr is not None else "") + (f", {steps} steps" if steps else "")
+            + (f", with {' '.join(args)}" if args else ""))
 
 
 def table(runs: list[dict]) -> str:
