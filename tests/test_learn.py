@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from verl_recipes import catalog
+from verl_recipes.check.gates import AGREEMENT
 from verl_recipes.data.gsm8k_math import GSM8K_BOXED
 from verl_recipes.learn import gates, tally
 from verl_recipes.learn import run as learn_run
@@ -204,7 +205,7 @@ def _bypass(kl: list[float]) -> dict:
     """An async (bypass-mode) run's metrics: no recomputed old log-probs, hence no training/rollout_* metrics."""
     steps = _metrics(RISING, [0.25, 0.7])
     for step, value in zip(range(1, 41), kl):
-        for metric, _, _ in gates.AGREEMENT:
+        for metric, _, _ in AGREEMENT:
             del steps[step][metric]
         steps[step]["actor/ppo_kl"] = value
     return steps

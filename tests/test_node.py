@@ -396,3 +396,37 @@ def test_the_dry_run_proves_and_prints_the_plan(capsys):
     assert cli.main(["node", "qwen3-vl-30b-a3b-geo3k-dapo", "--gpus", "4", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "machine: nvidia-h100-x4" in out and f"{EP} = 4" in out and out.count("[node] ok:") == 2
+
+
+@pytest.mark.slow
+def test_on_two_gpus_the_7b_keeps_the_layers_that_leave_headroom_and_its_dry_run_proves_that_shape(capsys):
+    """2 x H200 holds 24 of Qwen2.5-7B's layers with 1.6 GiB to spare in the rollout phase, under HEADROOM_GIB: the
+    run takes 23 (the first 7B run planned 25 layers at 138.95 of 139 GiB and ran out of memory waking vLLM). The
+    proof runs on that depth, not on the hub's 28 layers, which do not fit."""
+    from verl_recipes import cli
+
+    node = compose_node(catalog.parse("qwen25-7b-grpo"), 2)
+    assert node.layers == 23 and node.machine.kind == "nvidia-h200-x2"
+    shape = catalog.hf_config(node.hub_id)
+    fits_tight = node_config.plan(node.cfg, node_config.with_layers(shape, 24), node_config.GPU_MEMORY_GIB["h200"])
+    assert fits_tight.fits and not node_config.roomy(fits_tight, node_config.GPU_MEMORY_GIB["h200"])
+    assert "within the 2 GiB headroom" in node_config.verdict(fits_tight, node_config.GPU_MEMORY_GIB["h200"])
+    assert cli.main(["node", "qwen25-7b-grpo", "--gpus", "2", "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("[node] ok:") == 2
+
+
+def test_the_record_keeps_the_users_args(tmp_path):
+    """A node run with ARGS (a smaller batch) says so: its counts are scaled from the user's values, not the card's."""
+    node = compose_node(catalog.parse("qwen25-7b-grpo"), 4, "data.train_batch_size=128")
+    result = built(node, tmp_path)
+    assert result["args"] == ["data.train_batch_size=128"]
+    assert next(o for o in result["overrides"] if o["key"] == "data.train_batch_size")["value"] == 128 * 4 // 8
+
+
+def test_the_runner_asks_the_gpu_in_a_child_process_and_its_errors_come_back():
+    """The runner keeps no CUDA context of its own through the run (the first 7B run's 0.6 GiB on GPU 0 was its)."""
+    from verl_recipes.node import run
+
+    with pytest.raises(RecipeError, match="no CUDA GPU here"):
+        run.in_child(run.node_hardware, 2)
+    assert "torch" not in sys.modules or not sys.modules["torch"].cuda.is_initialized()

@@ -3,8 +3,8 @@
 - score: the mean training score of the last 5 steps is >= the warm-up's baseline + 0.3, and >= the mean of the
   first 3 steps + 0.25;
 - validation: greedy validation on the fixed prompts gains >= 0.25 from before training to the last validation;
-- agreement: at every step, verl's train/rollout metrics stay within LEARN_AGREEMENT (calibrated on the committed
-  runs, results/learn/README.md): a weight push that does not reach the rollout, or a mismatched rollout, breaks them.
+- agreement: at every step, verl's train/rollout metrics stay within AGREEMENT_LESS_PEARSON (calibrated on the
+  committed runs, results/learn/README.md): a weight push that does not reach the rollout, or a mismatched rollout, breaks them.
   In bypass mode (the async variants) verl recomputes no old log-probs, so those metrics do not exist; the PPO
   ratio's KL (`actor/ppo_kl`, rollout log-probs vs the trainer's, before the step's update) stands in, with a
   bound that allows the one policy version of staleness the async variants run with;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from verl_recipes.check.gates import AGREEMENT, SIDES
+from verl_recipes.check.gates import AGREEMENT_LESS_PEARSON, PEARSON, SIDES
 
 SCORE = "critic/score/mean"
 TURNS = "num_turns/mean"
@@ -26,13 +26,11 @@ OVER_BASELINE, OVER_START, VAL_GAIN = 0.3, 0.25, 0.25
 TOOL_RISE = 0.3
 # bypass mode: |KL(rollout || trainer)| with up to one version of staleness (worst on the committed run: 0.030)
 BYPASS_AGREEMENT = (("actor/ppo_kl", 0.05, "abs"),)
-# The smokes' agreement less the Pearson correlation of the two sides' token probabilities, which a learning run
-# reports but does not gate: as a policy grows sure of its answers nearly every probability sits near 1, and the
+# Agreement is gated less the Pearson correlation of the two sides' token probabilities (AGREEMENT_LESS_PEARSON),
+# which a learning run reports but does not gate: as a policy grows sure of its answers nearly every probability sits near 1, and the
 # correlation then follows the few uncertain tokens' bf16 noise, not a mismatch. SmolLM2's run (2026-11-27) fell
 # under 0.99 at 10 of 50 steps, each with a probability difference of at most 0.0013 and a k3 KL of at most 0.0005,
 # a fifth of step 1's (0.0063, correlation 0.9991). A stale rollout breaks the two kept metrics: the stale control.
-PEARSON = "training/rollout_actor_probs_pearson_corr"
-LEARN_AGREEMENT = tuple(a for a in AGREEMENT if a[0] != PEARSON)
 
 
 def validation_key(steps: dict[int, dict]) -> str | None:
@@ -74,7 +72,7 @@ def evaluate(steps: dict[int, dict], baseline: float, tool: bool, bypass: bool =
     gate("validation gain", len(val) >= 2 and gain >= VAL_GAIN,
          f"{c['validation_key']}: {val[0] if val else 'none'} -> {val[-1] if val else 'none'} (gain {gain:.3f})")
     trained = [s for s in steps if SCORE in steps[s]]
-    for metric, bound, side in BYPASS_AGREEMENT if bypass else LEARN_AGREEMENT:
+    for metric, bound, side in BYPASS_AGREEMENT if bypass else AGREEMENT_LESS_PEARSON:
         holds, worst_of = SIDES[side]
         values = {s: steps[s].get(metric) for s in trained}
         bad = {s: v for s, v in values.items() if v is None or not holds(v, bound)}

@@ -19,8 +19,14 @@ from verl_recipes.compose import compose, split_args
 from verl_recipes.node.overrides import Override, node_overrides
 from verl_recipes.planner import Plan, plan
 
-# GPU memory the planner is given per card: the cards' 80 GB class, and what the lent H200 machines report (~139 GiB)
-GPU_MEMORY_GIB = {"h100": 80.0, "h200": 139.0}
+# GPU memory the planner is given per card: the cards' 80 GB class, and torch's total on the lent H200s (139.80 GiB,
+# the figure vLLM takes its gpu_memory_utilization share of)
+GPU_MEMORY_GIB = {"h100": 80.0, "h200": 139.8}
+# A node run's busiest phase must leave this much of the card free by the plan. The first 7B run (2 x H200,
+# 2026-11-28) was planned at 138.95 of 139 GiB and OOMed waking vLLM in step 2: vLLM's process held 0.9 GiB of CUDA
+# context beyond its share and our runner 0.6 GiB on GPU 0 (since moved to child processes); a plan within a GiB or
+# two of the card is a coin toss, not a fit.
+HEADROOM_GIB = 2.0
 
 
 @dataclass(frozen=True)
@@ -92,19 +98,31 @@ def fit(cfg: DictConfig, model_config: dict, gpus: int) -> tuple[Machine, int | 
         if result.errors:
             raise RecipeError(f"not planned at {gpus} GPUs: {result.verdict}; add a layout for it to "
                               f"verl_recipes/node/overrides.yaml")
-        if result.fits:
+        if roomy(result, gib):
             why = (f"the planner fits it in {gib:g} GiB at G={gpus}" if card == "h100" else
                    f"the planner does not fit it in {GPU_MEMORY_GIB['h100']:g} GiB at G={gpus} "
                    f"({verdicts['h100']}); it fits {gib:g} GiB")
             return Machine(f"nvidia-{card}-x{gpus}", gib, why), None
-        verdicts[card] = result.verdict
+        verdicts[card] = verdict(result, gib)
     real, chunk, gib = num_layers(model_config), pipeline_chunks(cfg), GPU_MEMORY_GIB["h200"]
     for layers in range((real - 1) // chunk * chunk, 0, -chunk):
-        if plan(cfg, with_layers(model_config, layers), gib).fits:
+        if roomy(plan(cfg, with_layers(model_config, layers), gib), gib):
             why = (f"{gpus} GPUs of {gib:g} GiB cannot hold all {real} layers even with the recipe's offload "
                    f"({verdicts['h200']}); {layers} layers of the real width fit")
             return Machine(f"nvidia-h200-x{gpus}", gib, why), layers
     raise RecipeError(f"no depth of this model fits {gpus} GPUs of {gib:g} GiB: {verdicts['h200']}")
+
+
+def roomy(result: Plan, gib: float) -> bool:
+    """The plan fits with HEADROOM_GIB of the card to spare in its busiest phase."""
+    return result.fits and max(result.phases_gib.values()) <= gib - HEADROOM_GIB
+
+
+def verdict(result: Plan, gib: float) -> str:
+    if not result.fits:
+        return result.verdict
+    phase, need = max(result.phases_gib.items(), key=lambda item: item[1])
+    return f"fits, but its {phase} phase needs {need:.2f} of {gib:g} GiB, within the {HEADROOM_GIB:g} GiB headroom"
 
 
 def num_layers(model_config: dict) -> int:

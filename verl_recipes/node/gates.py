@@ -1,7 +1,7 @@
 """The gates of a node run, each failure naming what failed with its value and bound:
 - verl exited 0 and logged every step with the smokes' common gates and train/rollout agreement within their bounds
-  (verl_recipes/check/gates.py COMMON and AGREEMENT; none of a recipe's checks.yaml, whose tool-call gates a random
-  model cannot meet);
+  (verl_recipes/check/gates.py COMMON and AGREEMENT_LESS_PEARSON; none of a recipe's checks.yaml, whose tool-call
+  gates a random model cannot meet);
 - no out-of-memory error in the run's log;
 - no preemption storm: vLLM preempted fewer requests than PREEMPTION_STORM of the sequences the run generated;
 - the measured peak (the largest per-phase allocator peak, as the planner defines its peak) within PEAK_TOLERANCE of
@@ -11,7 +11,13 @@
 from __future__ import annotations
 
 from verl_recipes.check import gates
+from verl_recipes.check.gates import AGREEMENT_LESS_PEARSON
 
+# The record reports the Pearson correlation of the two sides' token probabilities but does not gate it: a random-init
+# model over a real vocabulary (152k entries) gives every sampled token a probability near 1/V, and the correlation of
+# near-equal numbers is bf16 noise. The 7B node run (2026-11-28) logged -0.008 to -0.004 at each step, beside a mean
+# probability difference of 0.0004 and a k3 KL of at most 0.0095, both within their bounds: a weight push that missed
+# vLLM would break those two.
 PEAK_TOLERANCE = 0.10
 # A request preempted for want of KV cache is recomputed from its prompt later. A tenth of the sequences set back
 # costs roughly that share of generation; more means vLLM admits far more requests (max_num_seqs) than its KV cache
@@ -50,7 +56,9 @@ def failures(rc: int, steps: dict[int, dict], expected_steps: int, *, lag: int, 
     """Every failed gate; an empty list means the run passed."""
     out = [f"verl exited with {rc}"] if rc else []
     out += oom_failures(oom_lines)
-    out += gates.evaluate(steps, expected_steps, gates.load_gates(None, bypass=bypass), lag=lag)
+    common = gates.load_gates(None, bypass=bypass)
+    common["bounds"] = [bound for bound in common["bounds"] if bound in AGREEMENT_LESS_PEARSON]
+    out += gates.evaluate(steps, expected_steps, common, lag=lag)
     out += preemption_failures(preemptions, sequences)
     out += peak_failures(peak_gib, planned_peak_gib)
     return out

@@ -82,6 +82,7 @@ def build(node: NodeConfig, model: str, cfg: DictConfig, planned: Plan, rc: int,
         "shape": node.hub_id,
         "layers": node.layers,  # None: all of the model's layers
         "gpus": node.gpus,
+        "args": node.user_args,  # the user's ARGS: the recipe as changed before the node's overrides apply
         "hardware": hardware,
         "machine": {"kind": node.machine.kind, "gpu_memory_gib": node.machine.gpu_memory_gib, "why": node.machine.why},
         "steps": expected,

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import multiprocessing
 import os
 import re
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from verl_recipes import catalog
 from verl_recipes.catalog import Recipe, RecipeError
-from verl_recipes.node.config import NodeConfig, compose_node, recipe_on
+from verl_recipes.node.config import NodeConfig, compose_node, recipe_on, with_layers
 from verl_recipes.runtime.phase_memory import PHASE_MEMORY_ENV
 from verl_recipes.runtime.vllm_preemptions import PREEMPTIONS_ENV
 
@@ -40,6 +42,15 @@ def describe(node: NodeConfig) -> list[str]:
     ]
 
 
+def shape_folder(node: NodeConfig, folder: Path) -> str:
+    """A model folder of the node run's shape for the proof: the committed models/<hub id>/ files (config.json at the
+    run's depth); the run itself proves against the model it builds."""
+    shutil.copytree(catalog.model_config_dir(node.hub_id), folder, dirs_exist_ok=True)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(with_layers(config, node.layers), indent=1))
+    return str(folder)
+
+
 def dry_run(recipe: Recipe, gpus: int, args: str | None) -> int:
     from verl_recipes.check.preflight import fallback_overrides
     from verl_recipes.check.recipe import check
@@ -48,11 +59,13 @@ def dry_run(recipe: Recipe, gpus: int, args: str | None) -> int:
     print("\n".join(describe(node)))
     fallbacks = [override for override, _ in fallback_overrides(node.cfg, lambda module: False)]
     failed = 0
-    for label, extra in (("as composed", []), (f"without flash-attn or apex ({' '.join(fallbacks)})", fallbacks)):
-        errors = check(node.on_machine, [*node.args(), *extra])
-        failed += bool(errors)
-        print(f"[node] {'FAIL' if errors else 'ok'}: {recipe.label} node config at G={gpus}, {label}"
-              + "".join(f"\n[node]   {error}" for error in errors))
+    with tempfile.TemporaryDirectory() as folder:
+        model = shape_folder(node, Path(folder))
+        for label, extra in (("as composed", []), (f"without flash-attn or apex ({' '.join(fallbacks)})", fallbacks)):
+            errors = check(node.on_machine, [*node.args(model), *extra])
+            failed += bool(errors)
+            print(f"[node] {'FAIL' if errors else 'ok'}: {recipe.label} node config at G={gpus}, {label}"
+                  + "".join(f"\n[node]   {error}" for error in errors))
     return 1 if failed else 0
 
 
@@ -62,8 +75,16 @@ def plugins_missing() -> list[str]:
     return [plugin for plugin in PLUGINS if plugin not in installed]
 
 
+def in_child(function, *args):
+    """`function(*args)` in a fresh process: whatever it does with CUDA ends with it. A CUDA context this process
+    kept would hold ~0.6 GiB of GPU 0 through the whole run, which the first 7B node run's vLLM needed (OOM)."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(function, args)
+
+
 def node_hardware(gpus: int) -> tuple[str, float]:
-    """("<G>x<card>", e.g. 4xh200, and GiB per card) of this node's GPU 0."""
+    """("<G>x<card>", e.g. 4xh200, and GiB per card) of this node's GPU 0 (run it in_child)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -81,7 +102,7 @@ def model_folder(work: Path, node: NodeConfig) -> Path:
     folder = work / f"model-{node.hub_id.replace('/', '--')}-{node.layers or 'all'}-layers"
     if not (folder / ".built").is_file():
         shutil.rmtree(folder, ignore_errors=True)
-        build_model(folder, node.hub_id, node.layers)
+        in_child(build_model, folder, node.hub_id, node.layers)
         (folder / ".built").touch()
     return folder
 
@@ -102,7 +123,7 @@ def run(recipe: Recipe, gpus: int, args: str | None) -> int:
     os.environ["RL_DATA_DIR"] = str(work / "data" / recipe.run_name)
     node = compose_node(recipe, gpus, args)
     print("\n".join(describe(node)), flush=True)
-    hardware, gpu_gib = node_hardware(gpus)
+    hardware, gpu_gib = in_child(node_hardware, gpus)
     model = model_folder(work, node)
     datasets = recipe.card_value("data", [])
     inputs.write_prompts(compose(recipe, node.args(str(model))), datasets, Path(os.environ["RL_DATA_DIR"]))
@@ -117,7 +138,11 @@ def run(recipe: Recipe, gpus: int, args: str | None) -> int:
                           time.time() - started)
     folder, stem = catalog.root() / "results" / "node", record.name(recipe.name, recipe.variant, hardware)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{stem}.json").write_text(json.dumps(result, indent=1, default=str))
+    text = json.dumps(result, indent=1, default=str)
+    (folder / f"{stem}.json").write_text(text)
+    # every run kept: the record above is the latest, results/node/history/ holds each one, failures included
+    (folder / "history").mkdir(exist_ok=True)
+    (folder / "history" / f"{stem}.{time.strftime('%Y%m%d-%H%M', time.gmtime(started))}.json").write_text(text)
     if (launch_dir / "metrics.jsonl").is_file():
         shutil.copy(launch_dir / "metrics.jsonl", folder / f"{stem}.metrics.jsonl")
     print(f"[node] {recipe.label} on {hardware}: {'PASS' if result['passed'] else 'FAIL'}, peak "
