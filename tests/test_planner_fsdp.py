@@ -49,10 +49,31 @@ def test_offload_policy_keeps_the_state_on_the_cpu_during_training():
 
 
 def test_memory_grows_linearly_with_tokens_at_the_documented_slope():
-    slope = fsdp_activation_bytes_per_token(QWEN7B, gradient_checkpointing=True) + 6 * 152064
-    small = fsdp_breakdown(QWEN7B, shard_size=8, tokens_per_gpu=8192).total_gib
-    large = fsdp_breakdown(QWEN7B, shard_size=8, tokens_per_gpu=16384).total_gib
-    assert (large - small) * GIB == pytest.approx(8192 * slope)
+    """Checkpointed: one bf16 input per layer, then the larger of the logits' moment and the recomputed layer's."""
+    inputs = 28 * 2 * 3584
+    for in_place, per_vocab in ((False, 6), (True, 2)):
+        slope = inputs + max(hf_layer_activation_bytes_per_token(QWEN7B), per_vocab * 152064)
+        small = fsdp_breakdown(QWEN7B, shard_size=8, tokens_per_gpu=8192, in_place_logits=in_place).total_gib
+        large = fsdp_breakdown(QWEN7B, shard_size=8, tokens_per_gpu=16384, in_place_logits=in_place).total_gib
+        assert (large - small) * GIB == pytest.approx(8192 * slope)
+
+
+def test_the_recomputed_layer_and_the_logits_do_not_add_up():
+    """Fused kernels leave no logits: the recomputed layer's moment is the peak, as before the logits counted."""
+    fused = fsdp_breakdown(QWEN7B, shard_size=8, tokens_per_gpu=16384, use_fused_kernels=True)
+    assert fused.forward_backward_gib == pytest.approx(
+        fused.params_gib + fused.grads_gib + fused.optimizer_gib + fused.gathered_params_gib
+        + fused.layer_activations_gib + fused.overhead_gib)
+    assert fused.recomputed_layer_gib == pytest.approx(16384 * hf_layer_activation_bytes_per_token(QWEN7B) / GIB)
+
+
+def test_the_7b_node_runs_update_peak():
+    """The 23-layer 7B node run (results/node/qwen25-7b-grpo.2xh200.*, 2 x H200, FSDP over 2, 24,576-token budget,
+    entropy_coeff 0, chunked in-place log-probs) peaked at 61.21 GiB in its update (verl's max_memory_allocated)."""
+    shape = model_shape({**QWEN2_5_7B, "num_hidden_layers": 23})
+    parts = fsdp_breakdown(shape, shard_size=2, tokens_per_gpu=24576, in_place_logits=True)
+    estimate = parts.total_gib - parts.overhead_gib
+    assert estimate == pytest.approx(61.21, rel=0.02)
 
 
 def test_checkpointing_keeps_one_input_per_layer_plus_one_layer():

@@ -236,7 +236,10 @@ def planner_terms(shape: ModelShape, tokens: int, fused: bool, constants: dict |
 
 
 def planner_slope_bytes(shape: ModelShape, fused: bool) -> float:
-    return fsdp_memory.fsdp_activation_bytes_per_token(shape, True) + fsdp_memory.logits_bytes_per_token(shape, fused)
+    """One bf16 input per layer, then the larger moment: the recomputed layer's or the logits' (fsdp_breakdown)."""
+    checkpoints = shape.num_layers * fsdp_memory.BF16_BYTES * shape.hidden_size
+    layer = fsdp_memory.hf_layer_activation_bytes_per_token(shape)
+    return checkpoints + max(layer, fsdp_memory.logits_bytes_per_token(shape, fused))
 
 
 def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -257,7 +260,8 @@ def derive_constants(shape: ModelShape, fits: dict[bool, dict]) -> dict:
     """Constant values that make fsdp_breakdown reproduce the fitted lines.
 
     `fits[use_fused_kernels]` = {"intercept_gib", "slope_bytes_per_token"} of the forward/backward peak.
-    Activation slope from the fused line (no logits there), else the planner's; logits from the unfused line.
+    Activation slope from the fused line (no logits there), else the planner's; logits from the unfused line, above
+    the layer inputs (its moment comes after the recomputed layer's, which it outgrows).
     FSDP_GATHERED_UNITS from the largest intercept (the planner must not under-estimate).
     """
     checkpoints = shape.num_layers * fsdp_memory.BF16_BYTES * shape.hidden_size
@@ -269,7 +273,7 @@ def derive_constants(shape: ModelShape, fits: dict[bool, dict]) -> dict:
     derived = {"FSDP_ACTIVATION_SCALE": (activation_slope - checkpoints) / layer_activation_bytes_unscaled(shape)}
     if False in fits:
         derived["LOGITS_BYTES_PER_TOKEN_PER_VOCAB"] = (
-            fits[False]["slope_bytes_per_token"] - activation_slope
+            fits[False]["slope_bytes_per_token"] - checkpoints
         ) / shape.vocab_size
     state_bytes = hf_total_params(shape) * (
         fsdp_memory.FP32_PARAM_BYTES + fsdp_memory.FP32_GRAD_BYTES + fsdp_memory.ADAMW_STATE_BYTES

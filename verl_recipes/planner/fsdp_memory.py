@@ -42,6 +42,13 @@ FSDP_ACTIVATION_SCALE = 1.0
 LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 6
 # With use_fused_kernels=True verl computes log-probs in chunks and never holds [tokens, vocab].
 FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 0
+# In place: the bf16 logits alone, their gradient written into their own storage. Every launch takes this path when the
+# update computes no entropy (entropy_coeff 0): flash-attn's cross-entropy (inplace_backward), or without flash-attn the
+# chunked log-probs the launcher adds (verl_recipes/runtime/logprobs.py). Measured through a whole step: the 7B
+# node run (23 layers, 2 x H200, 2026-11-28, results/node/) peaked in its update at 61.21 GiB, and the state, the
+# gathered units, one bf16 input per layer and 2 B per token per vocabulary entry at its 24,576-token budget come to
+# 61.69 GiB (+0.8%); the 6 B above would say 80.44.
+IN_PLACE_LOGITS_BYTES_PER_TOKEN_PER_VOCAB = 2
 # Old log-probs (verl 0.9.1 RayPPOTrainer._compute_old_log_prob) always ask for the entropy, without grad.
 # Unfused, the pass peaks while the logits exist: the lm_head's gathered bf16 weight, the final hidden states and the
 # bf16 logits. Measured on an H200 within 2.5% at 8k-49k tokens for the Qwen2.5-1.5B and 7B shapes
@@ -72,6 +79,9 @@ class FsdpBreakdown:
     overhead_gib: float
     rollout_resident_gib: float
     optimizer_step_temp_gib: float = 0.0
+    # under gradient checkpointing, the one layer recomputed in the backward (part of layer_activations_gib): it
+    # exists only after the logits' backward has freed them, so the two moments do not add up
+    recomputed_layer_gib: float = 0.0
 
     @property
     def forward_backward_gib(self) -> float:
@@ -81,7 +91,8 @@ class FsdpBreakdown:
             + self.optimizer_gib
             + self.gathered_params_gib
             + self.layer_activations_gib
-            + self.logits_gib
+            - self.recomputed_layer_gib
+            + max(self.recomputed_layer_gib, self.logits_gib)
             + self.overhead_gib
         )
 
@@ -127,9 +138,10 @@ def fsdp_activation_bytes_per_token(shape: ModelShape, gradient_checkpointing: b
     return shape.num_layers * layer
 
 
-def logits_bytes_per_token(shape: ModelShape, use_fused_kernels: bool) -> float:
-    per_vocab = FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB if use_fused_kernels else LOGITS_BYTES_PER_TOKEN_PER_VOCAB
-    return per_vocab * shape.vocab_size
+def logits_bytes_per_token(shape: ModelShape, use_fused_kernels: bool, in_place: bool = False) -> float:
+    if use_fused_kernels:
+        return FUSED_LOGITS_BYTES_PER_TOKEN_PER_VOCAB * shape.vocab_size
+    return (IN_PLACE_LOGITS_BYTES_PER_TOKEN_PER_VOCAB if in_place else LOGITS_BYTES_PER_TOKEN_PER_VOCAB) * shape.vocab_size
 
 
 def gathered_params(shape: ModelShape) -> float:
@@ -148,11 +160,13 @@ def fsdp_breakdown(
     param_offload: bool = False,
     optimizer_offload: bool = False,
     offload_policy: bool = False,
+    in_place_logits: bool = False,
 ) -> FsdpBreakdown:
     """Terms of one GPU's memory for a micro-batch of `tokens_per_gpu` tokens (packed, remove-padding).
 
     `shard_size`: GPUs the state is sharded over (fsdp_size, or the world size when fsdp_size=-1).
     `offload_policy`: FSDP2 CPUOffloadPolicy, the only offload that lowers the training peak.
+    `in_place_logits`: log-probs whose backward overwrites the logits (IN_PLACE_LOGITS_BYTES_PER_TOKEN_PER_VOCAB).
     """
     params = hf_total_params(shape) / shard_size
     on_gpu = 0 if offload_policy else 1
@@ -166,10 +180,12 @@ def fsdp_breakdown(
         optimizer_gib=optimizer_bytes / GIB,
         gathered_params_gib=gathered_params(shape) * BF16_BYTES / GIB,
         layer_activations_gib=tokens_per_gpu * fsdp_activation_bytes_per_token(shape, gradient_checkpointing) / GIB,
-        logits_gib=tokens_per_gpu * logits_bytes_per_token(shape, use_fused_kernels) / GIB,
+        logits_gib=tokens_per_gpu * logits_bytes_per_token(shape, use_fused_kernels, in_place_logits) / GIB,
         overhead_gib=CUDA_CONTEXT_NCCL_GIB,
         rollout_resident_gib=rollout_resident / GIB,
         optimizer_step_temp_gib=on_gpu * params * ADAMW_STEP_TEMP_BYTES / GIB,
+        recomputed_layer_gib=tokens_per_gpu * hf_layer_activation_bytes_per_token(shape) / GIB
+        if gradient_checkpointing else 0.0,
     )
 
 

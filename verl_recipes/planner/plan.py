@@ -62,6 +62,8 @@ class Plan:
     # the trainer process's torch allocator peak over its phases, the quantity verl logs as
     # actor/perf/max_memory_allocated_gb (no CUDA context; vLLM runs in its own process)
     allocated_gib: float = 0.0
+    # each phase's per-GPU total, as the verdict compares them with the GPU's memory
+    phases_gib: dict[str, float] = field(default_factory=dict)
 
 
 # ---- Megatron ----
@@ -165,6 +167,8 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
         param_offload=_get(cfg, f"{FSDP}.param_offload", False),
         optimizer_offload=_get(cfg, f"{FSDP}.optimizer_offload", False),
         offload_policy=offload_policy,
+        # the update asks for no entropy, so verl's log-probs overwrite the logits with their gradient
+        in_place_logits=not _get(cfg, f"{ACTOR}.entropy_coeff", 0),
     )
     state_advice = (
         f"shard over more GPUs ({FSDP}.fsdp_size=-1 or more GPUs), or use {ACTOR}.strategy=fsdp2 with "
@@ -182,8 +186,9 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
             f"or raise {FSDP}.ulysses_sequence_parallel_size",
         ),
         Term(
-            "logits",
-            parts.logits_gib,
+            # the recomputed layer and the logits exist at different moments: the larger counts
+            "logits, beyond the recomputed layer" if parts.recomputed_layer_gib else "logits",
+            max(0.0, parts.logits_gib - parts.recomputed_layer_gib),
             f"set {MODEL}.use_fused_kernels=True (not for vision-language models on FSDP2: see verl_recipes/check/recipe.py "
             f"fused_kernels) or lower {ACTOR}.ppo_max_token_len_per_gpu",
         ),
@@ -315,8 +320,10 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
     fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys,
                            log_prob_terms, push_terms)
+    phases = {"actor update": training_gib, "old log-probs": log_prob_gib, "rollout": rollout_gib,
+              "weight push": push_gib}
     return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout,
-                allocated_gib=allocated)
+                allocated_gib=allocated, phases_gib=phases)
 
 
 def push_phase_terms(cfg: DictConfig, training: TrainingSide) -> list[Term]:
