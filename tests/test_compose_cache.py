@@ -105,3 +105,27 @@ def test_the_test_sessions_compositions_outlive_it_until_a_config_file_changes(t
     assert second != first and first.exists()  # another session may still be writing there
     os.utime(first, (0, 0))  # an hour old and more
     assert compositions_folder([config], under) == second and not first.exists()
+
+
+def test_make_checks_tiny_models_keep_their_path_under_a_composition_cache(tmp_path, monkeypatch):
+    """Under the suite's composition cache a tiny model is built once, at a path named by its builders' sources, so the
+    compositions naming it are read back on the next check; without a cache it goes to the run's scratch."""
+    from verl_recipes import cli
+    from verl_recipes.compose import CACHE_ENV
+    from verl_recipes.smoke import tiny
+
+    built = []
+
+    def fake(folder):
+        built.append(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text("{}")
+        return folder
+
+    monkeypatch.setitem(tiny.MODELS, "qwen2", fake)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    first = cli.tiny_model_folder("qwen2", tmp_path / "scratch1")
+    assert cli.tiny_model_folder("qwen2", tmp_path / "scratch2") == first and len(built) == 1
+    assert first.is_relative_to(tmp_path / "cache") and (first / "config.json").is_file()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "scratch3"))  # make check's own scratch cache
+    assert cli.tiny_model_folder("qwen2", tmp_path / "scratch3") == tmp_path / "scratch3" / "qwen2"

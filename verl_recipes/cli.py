@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+from pathlib import Path
 
 from verl_recipes import catalog
 from verl_recipes.catalog import RecipeError
@@ -50,17 +52,15 @@ def cmd_check(ns) -> int:
 
 def _check(ns, scratch: str) -> int:
     from functools import cache
-    from pathlib import Path
 
     from verl_recipes import parity
     from verl_recipes.check.preflight import MEGATRON, fallback_overrides
     from verl_recipes.compose import compose, split_args
     from verl_recipes.smoke.run import overlay_args, tiny_overlays
-    from verl_recipes.smoke.tiny import MODELS
 
     @cache
     def tiny_model(family: str) -> str:  # built in seconds, so the planner sizes what the tiny smoke runs
-        return str(MODELS[family](Path(scratch) / family))
+        return str(tiny_model_folder(family, Path(scratch)))
 
     def fragments(args: list[str]) -> str:  # the label of a run: " +smoke=tiny_gpu +attention=torch_varlen"
         return "".join(f" +{arg.removeprefix('+configs/')}" for arg in args if arg.startswith("+configs/"))
@@ -96,6 +96,36 @@ def _check(ns, scratch: str) -> int:
         runs = [(_recipe(ns), "", split_args(ns.args))]
     with parity.memoized():
         return _prove(runs, ns.jobs if ns.name == "all" else 1)
+
+
+def tiny_model_folder(family: str, scratch: Path) -> Path:
+    """`family`'s tiny model for make check. Where the caller keeps a composition cache (the test suite), under it, in a
+    folder named by the builders' sources: the model's path, and so every composition that names it, is then the same
+    from run to run and is read back instead of composed (48 of make check's compositions). Else in this run's scratch.
+    Built aside and renamed into place, so two checks at once never read half a model."""
+    import hashlib
+    import tempfile
+
+    from verl_recipes.compose import CACHE_ENV
+    from verl_recipes.smoke.tiny import MODELS
+
+    cache = os.environ.get(CACHE_ENV)
+    if not cache or Path(cache) == scratch:
+        return MODELS[family](scratch / family)
+    package = Path(__file__).parent
+    digest = hashlib.blake2b(digest_size=8)
+    for source in sorted([package / "random_models.py", *(package / "smoke").glob("*.py")]):
+        digest.update(source.read_bytes())
+    folder = Path(cache) / "tiny-models" / digest.hexdigest() / family
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        aside = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{family}-"))
+        MODELS[family](aside)
+        try:
+            aside.rename(folder)
+        except OSError:  # another check put it there first
+            shutil.rmtree(aside, ignore_errors=True)
+    return folder
 
 
 def _prove(runs: list, jobs: int = 1) -> int:
@@ -197,7 +227,6 @@ def cmd_runs(ns) -> int:
 
 
 def cmd_smoke(ns) -> int:
-    from pathlib import Path
 
     from verl_recipes.smoke import run
 
@@ -215,7 +244,6 @@ def cmd_node(ns) -> int:
 
 
 def cmd_learn(ns) -> int:
-    from pathlib import Path
 
     from verl_recipes.learn import run
 
@@ -268,7 +296,6 @@ def cmd_upstream(ns) -> int:
 
 
 def cmd_extract(ns) -> int:
-    from pathlib import Path
 
     from verl_recipes.extract import extract
 
