@@ -236,10 +236,9 @@ def planner_terms(shape: ModelShape, tokens: int, fused: bool, constants: dict |
 
 
 def planner_slope_bytes(shape: ModelShape, fused: bool) -> float:
-    """One bf16 input per layer, then the larger moment: the recomputed layer's or the logits' (fsdp_breakdown)."""
-    checkpoints = shape.num_layers * fsdp_memory.BF16_BYTES * shape.hidden_size
-    layer = fsdp_memory.hf_layer_activation_bytes_per_token(shape)
-    return checkpoints + max(layer, fsdp_memory.logits_bytes_per_token(shape, fused))
+    """Bytes per token of the planner's forward/backward line, read off fsdp_breakdown itself (every term is linear in
+    the tokens), so this script cannot drift from how the planner adds its moments."""
+    return (planner_terms(shape, 1, fused)["total_gib"] - planner_terms(shape, 0, fused)["total_gib"]) * GIB
 
 
 def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
