@@ -87,6 +87,16 @@ def test_fsdp_recipe_fits_and_its_logits_outgrow_the_recomputed_layer_until_fuse
     assert fused.rollout.concurrent_sequences > fused.rollout.max_num_seqs  # 3k-token sequences, TP 2
 
 
+@pytest.mark.parametrize("entropy", [f"{ACTOR}.calculate_entropy=True", f"{ACTOR}.entropy_coeff=0.001"])
+def test_an_update_that_computes_the_entropy_keeps_a_second_logits_tensor(entropy):
+    """verl's update asks for the entropy when calculate_entropy is set or entropy_coeff is not 0; then its log-probs
+    cannot overwrite the logits, and the planner counts 6 B per token per vocabulary entry instead of 2."""
+    logits = "logits, beyond the recomputed layer"
+    in_place = {t.name: t.gib for t in plan(composed(FSDP_RECIPE), QWEN2_5_7B).training_terms}[logits]
+    kept = {t.name: t.gib for t in plan(composed(FSDP_RECIPE + [entropy]), QWEN2_5_7B).training_terms}[logits]
+    assert kept > in_place
+
+
 @pytest.mark.slow
 def test_old_log_prob_pass_peaks_at_the_logits_and_counts_the_entropy_only_when_eager():
     """verl 0.9.1 asks the old-log-prob pass for the entropy. Unfused, the pass peaks at the lm_head, the final hidden

@@ -167,8 +167,10 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
         param_offload=_get(cfg, f"{FSDP}.param_offload", False),
         optimizer_offload=_get(cfg, f"{FSDP}.optimizer_offload", False),
         offload_policy=offload_policy,
-        # the update asks for no entropy, so verl's log-probs overwrite the logits with their gradient
-        in_place_logits=not _get(cfg, f"{ACTOR}.entropy_coeff", 0),
+        # verl's update asks for the entropy when actor.calculate_entropy is set or entropy_coeff is not 0
+        # (trainer/ppo/ray_trainer.py:1336); without it the log-probs overwrite the logits with their gradient
+        # (workers/engine/fsdp/transformer_impl.py:1425)
+        in_place_logits=not (_get(cfg, f"{ACTOR}.calculate_entropy", False) or _get(cfg, f"{ACTOR}.entropy_coeff", 0)),
     )
     state_advice = (
         f"shard over more GPUs ({FSDP}.fsdp_size=-1 or more GPUs), or use {ACTOR}.strategy=fsdp2 with "
