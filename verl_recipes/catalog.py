@@ -48,6 +48,9 @@ MAIN = "recipe"
 DEFAULT_ENTRYPOINT = "verl.trainer.main_ppo"
 NODE_GPUS = 8  # the node every card in this repo targets: 8 GPUs of the 80 GB class (H100/H200)
 CARD_STATUSES = ("unverified", "smoke-verified (tiny model, 1 GPU)", "smoke-verified (tiny model, 2 GPUs)", "verified", "broken")
+# earned only by a committed node record that passed at the recipe's own batch (verl_recipes/node/status.py; the card
+# says exactly what its records earn: tests/test_node_status.py)
+NODE_VERIFIED = re.compile(r"node-verified \(real shape, random init, \d+ x [A-Z0-9]+(, \d+( of \d+)? layers)?\)")
 
 
 class RecipeError(Exception):
@@ -157,8 +160,9 @@ def load_card(name: str, version: str) -> dict:
     if not path.is_file():
         raise RecipeError(f"{path} is missing: every recipe version needs a card")
     card = yaml_parser.safe_load(path.read_text()) or {}
-    if card.get("status") not in CARD_STATUSES:
-        raise RecipeError(f"{path}: status must be one of {CARD_STATUSES}, got {card.get('status')!r}")
+    if card.get("status") not in CARD_STATUSES and not NODE_VERIFIED.fullmatch(str(card.get("status"))):
+        raise RecipeError(f"{path}: status must be one of {CARD_STATUSES} or 'node-verified (real shape, random init, "
+                          f"G x GPU[, L of N layers])', got {card.get('status')!r}")
     return card
 
 

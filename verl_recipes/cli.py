@@ -17,12 +17,14 @@ def _recipe(ns) -> catalog.Recipe:
 
 
 def cmd_list(ns) -> int:
-    print(f"{'recipe':28} {'versions':10} {'variants':28} {'status':36} workload")
-    for name in catalog.names():
-        versions = catalog.versions(name)
-        card = catalog.load_card(name, versions[-1])
+    rows = [(name, catalog.versions(name)) for name in catalog.names()]
+    cards = {name: catalog.load_card(name, versions[-1]) for name, versions in rows}
+    width = max([36, *(len(card["status"]) for card in cards.values())])  # a node-verified status runs longer
+    print(f"{'recipe':28} {'versions':10} {'variants':28} {'status':{width}} workload")
+    for name, versions in rows:
+        card = cards[name]
         print(f"{name:28} {','.join(versions):10} {','.join(catalog.variants(name, versions[-1])) or '-':28} "
-              f"{card['status']:36} {card.get('workload', '')}")
+              f"{card['status']:{width}} {card.get('workload', '')}")
     return 0
 
 
