@@ -25,6 +25,7 @@ from verl_recipes.node import config as node_config
 from verl_recipes.node import gates, inputs, record, run_log
 from verl_recipes.node.config import compose_node
 from verl_recipes.node.overrides import GLOBAL_COUNTS, literal
+from verl_recipes.random_models import MODELS_DIR
 from verl_recipes.runtime import phase_memory, vllm_preemptions
 
 # issue 44's recipes, as named under recipes/ (all seven exist; qwen25-7b-grpo with its megatron variant)
@@ -362,6 +363,27 @@ def test_the_engine_stops_a_random_model_on_every_stop_id_it_has():
 
     # the model config's eos and the generation config's: masking only one would let a random model stop on the other
     assert eos_ids(151645, [151645, 151643], None) == [151643, 151645]
+
+
+@pytest.mark.parametrize("shape", ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct"])
+def test_the_engine_finds_the_stop_id_of_every_family(shape):
+    from transformers import AutoConfig
+
+    from verl_recipes.bench.forced_lengths import model_eos_ids
+
+    # a VL config keeps eos_token_id on its text config only: reading the top level crashed vLLM's workers
+    config = AutoConfig.from_pretrained(MODELS_DIR / shape)
+    assert model_eos_ids(config, {"eos_token_id": [151643]}, shape) == [151643, 151645]
+    assert model_eos_ids(config, None, shape) == [151645]
+
+
+def test_a_model_without_a_stop_id_is_named():
+    from transformers import PretrainedConfig
+
+    from verl_recipes.bench.forced_lengths import model_eos_ids
+
+    with pytest.raises(ValueError, match="/models/none names no eos_token_id"):
+        model_eos_ids(PretrainedConfig(), {}, "/models/none")
 
 
 @pytest.mark.slow

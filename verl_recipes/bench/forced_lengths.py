@@ -33,6 +33,19 @@ def eos_ids(*values) -> list[int]:
     return sorted(found)
 
 
+def model_eos_ids(hf_config, generation: dict | None, where: str) -> list[int]:
+    """The stop ids of a model: its config's, its text config's and its generation config's. A VL config in
+    transformers 5 keeps eos_token_id on its text config only (Qwen2_5_VLConfig has no attribute of its own: the first
+    Qwen2.5-VL node run died on it, results/node/README.md)."""
+    text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    ids = eos_ids(getattr(hf_config, "eos_token_id", None), getattr(text, "eos_token_id", None),
+                  (generation or {}).get("eos_token_id"))
+    if not ids:
+        raise ValueError(f"forced lengths: {where} names no eos_token_id (config, text config or generation config); "
+                         "without one the lengths cannot be forced")
+    return ids
+
+
 def request_key(prompt_ids, occurrence: int) -> int:
     digest = hashlib.blake2b(np.asarray(prompt_ids, dtype=np.int64).tobytes(), digest_size=8,
                              key=occurrence.to_bytes(8, "little"))

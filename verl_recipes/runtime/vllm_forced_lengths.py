@@ -8,14 +8,14 @@ so it is only imported inside the engine.
 
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from verl_recipes.bench.forced_lengths import ForcedLengths, eos_ids
+from verl_recipes.bench.forced_lengths import ForcedLengths, model_eos_ids
 
 
 class ForcedLengthsProcessor(LogitsProcessor):
     def __init__(self, vllm_config, device, is_pin_memory: bool):
         model = vllm_config.model_config
         generation = model.try_get_generation_config() if hasattr(model, "try_get_generation_config") else {}
-        self.lengths = ForcedLengths(eos_ids(model.hf_config.eos_token_id, (generation or {}).get("eos_token_id")))
+        self.lengths = ForcedLengths(model_eos_ids(model.hf_config, generation, model.model))
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token wins
