@@ -6,7 +6,6 @@ verl's processes: the launcher hands verl the resolved file.
 
 from __future__ import annotations
 
-import copy
 import difflib
 import functools
 import hashlib
@@ -25,6 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from verl_recipes import entrypoints, yaml_parser
 from verl_recipes.catalog import REPO, Recipe, RecipeError, data_dir, models_dir, root
 from verl_recipes.check import keys as verl_keys
+from verl_recipes.config_copy import copy_config
 from verl_recipes.config_file_memo import install as install_config_file_memo
 from verl_recipes.entrypoints import config_dir_of, searchpath
 from verl_recipes.interpolation_parser import install as install_interpolation_memo
@@ -62,7 +62,7 @@ def run_names(recipe: Recipe) -> dict[str, str]:
 def _with_run_names(cfg: DictConfig, recipe: Recipe, args: list[str]) -> DictConfig:
     """A copy of `cfg` with the run's names, except where ARGS name the key (the user's value stands). Set after
     Hydra composed, so a recipe composed with and without its names is one composition."""
-    named = copy.deepcopy(cfg)
+    named = copy_config(cfg)
     given = arg_keys(args)
     for key, value in run_names(recipe).items():
         if key not in given:
@@ -129,7 +129,7 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
     if naming:
         cfg = _with_run_names(cfg, recipe, args)
     elif not resolve:
-        cfg = copy.deepcopy(cfg)  # the cached one stays as composed
+        cfg = copy_config(cfg)  # the cached one stays as composed
     return resolved(cfg, recipe) if resolve else cfg
 
 

@@ -9,10 +9,11 @@ what it loads (it pops `defaults`), so each load gets its own copy (tests/test_c
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import os
+
+from verl_recipes.config_copy import copy_config
 
 _loaded: dict[tuple, object] = {}
 hydra_load_config = None  # Hydra's own, kept by install()
@@ -40,7 +41,7 @@ def load_config(self, config_path: str):
     if key not in _loaded:
         _loaded[key] = hydra_load_config(self, config_path)
     built = _loaded[key]
-    return dataclasses.replace(built, config=copy.deepcopy(built.config), header=dict(built.header))
+    return dataclasses.replace(built, config=copy_config(built.config), header=dict(built.header))
 
 
 def install() -> None:

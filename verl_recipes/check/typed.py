@@ -11,6 +11,7 @@ import warnings
 from omegaconf import DictConfig, open_dict
 
 from verl_recipes.catalog import model_config_dir
+from verl_recipes.config_copy import copy_config
 
 
 def _ref_as_verl_builds_it(ref: DictConfig, actor: DictConfig) -> DictConfig:
@@ -46,7 +47,7 @@ def typed_configs(cfg: DictConfig) -> list[str]:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    work = copy.deepcopy(cfg)
+    work = copy_config(cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # verl warns that GRPO has no critic; that is the point of GRPO
         use_critic, use_ref = need_critic(work), need_reference_policy(work)
