@@ -4,6 +4,7 @@ import copy
 
 import pytest
 from omegaconf import OmegaConf, open_dict
+from omegaconf.errors import ConfigAttributeError
 
 from verl_recipes.config_copy import copy_config
 
@@ -15,7 +16,7 @@ def test_a_copy_keeps_values_interpolations_and_flags_and_shares_nothing():
     copied = copy_config(cfg)
     assert OmegaConf.to_yaml(copied) == OmegaConf.to_yaml(cfg) and copied.a.c == 1
     assert OmegaConf.is_struct(copied) and OmegaConf.is_readonly(copied.a.xs)
-    with pytest.raises(Exception):  # struct mode came along: an unknown key is refused
+    with pytest.raises(ConfigAttributeError):  # struct mode came along: an unknown key is refused
         copied.a.unknown = 1
     with open_dict(copied):
         copied.a.b = 5
