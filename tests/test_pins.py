@@ -22,8 +22,9 @@ def test_a_retuned_fragment_is_named_in_every_recipe_it_moves(scratch_root, caps
     assert "composition no longer reproduces recipes/qwen25-7b-grpo/v1/resolved/recipe.yaml (1 key(s) moved)" in out
     assert "actor_rollout_ref.rollout.gpu_memory_utilization: 0.7 -> 0.65" in out
     # every recipe on that fragment drifts; `make pin` accepts the change and check passes again
-    moved = [r.label for r in catalog.all_recipes() if pins.drift(r)]
-    assert "qwen25-7b-grpo/v1:megatron" in moved and "qwen3-vl-8b-geo3k-dapo/v1" in moved
+    # (two of them, a variant and another recipe: composing every recipe anew was most of this test's 30 s)
+    others = [r for r in catalog.all_recipes() if r.label in ("qwen25-7b-grpo/v1:megatron", "qwen3-vl-8b-geo3k-dapo/v1")]
+    assert len(others) == 2 and all(pins.drift(r) for r in others)
     assert cli.main(["pin", "qwen25-7b-grpo"]) == 0
     assert not any(pins.drift(r) for r in catalog.all_recipes() if r.name == "qwen25-7b-grpo")
     pinned = yaml.safe_load(pins.pin_file(catalog.get("qwen25-7b-grpo")).read_text())
