@@ -229,7 +229,6 @@ def cmd_runs(ns) -> int:
 
 
 def cmd_smoke(ns) -> int:
-
     from verl_recipes.smoke import run
 
     recipes = catalog.all_recipes() if ns.name == "all" else [_recipe(ns)]
@@ -246,7 +245,6 @@ def cmd_node(ns) -> int:
 
 
 def cmd_learn(ns) -> int:
-
     from verl_recipes.learn import run
 
     if not ns.tiny:
@@ -298,7 +296,6 @@ def cmd_upstream(ns) -> int:
 
 
 def cmd_extract(ns) -> int:
-
     from verl_recipes.extract import extract
 
     git_dirs = {}
