@@ -17,14 +17,15 @@ def _recipe(ns) -> catalog.Recipe:
 
 
 def cmd_list(ns) -> int:
-    rows = [(name, catalog.versions(name)) for name in catalog.names()]
-    cards = {name: catalog.load_card(name, versions[-1]) for name, versions in rows}
-    width = max([36, *(len(card["status"]) for card in cards.values())])  # a node-verified status runs longer
-    print(f"{'recipe':28} {'versions':10} {'variants':28} {'status':{width}} workload")
-    for name, versions in rows:
-        card = cards[name]
-        print(f"{name:28} {','.join(versions):10} {','.join(catalog.variants(name, versions[-1])) or '-':28} "
-              f"{card['status']:{width}} {card.get('workload', '')}")
+    rows = [("recipe", "versions", "variants", "status", "workload")]
+    for name in catalog.names():
+        versions = catalog.versions(name)
+        card = catalog.load_card(name, versions[-1])
+        rows.append((name, ",".join(versions), ",".join(catalog.variants(name, versions[-1])) or "-", card["status"],
+                     card.get("workload", "")))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]  # each column as wide as its longest cell
+    for row in rows:
+        print(" ".join(f"{cell:{width}}" for cell, width in zip(row, widths)), row[4])
     return 0
 
 
