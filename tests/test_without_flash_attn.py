@@ -72,11 +72,13 @@ def test_the_hook_loads_at_import_verl_and_defers_to_flash_attn():
     installed/not installed switch verl itself reads."""
     code = ("import verl\nfrom verl.workers.engine.fsdp import transformer_impl as t\n"
             "from transformers import AttentionInterface\n"
+            "print(t.verl_F.entropy_from_logits.__module__)\n"
             "print(t.logprobs_from_logits.__module__, 'torch_varlen' in AttentionInterface._global_mapping)")
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "verl_recipes.runtime.without_flash_attn"}
     ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr[-2000:]
-    chunked = ran.stdout.split()[-2:]
+    entropy, *chunked = ran.stdout.split()[-3:]
+    assert entropy == "verl_recipes.runtime.padded_entropy"
     assert chunked == (["verl.utils.torch_functional", "True"] if logprobs.flash_attn_cross_entropy_available()
                        else ["verl_recipes.runtime.logprobs", "True"])
 
