@@ -144,6 +144,18 @@ def logits_bytes_per_token(shape: ModelShape, use_fused_kernels: bool, in_place:
     return (IN_PLACE_LOGITS_BYTES_PER_TOKEN_PER_VOCAB if in_place else LOGITS_BYTES_PER_TOKEN_PER_VOCAB) * shape.vocab_size
 
 
+def logits_gib(shape: ModelShape, positions: int, packed_copy: int, use_fused_kernels: bool,
+               in_place: bool = False) -> float:
+    """The update's logits: of `positions` packed tokens, or, on padded rows (`packed_copy` > 0), the model's bf16
+    logits over every position plus the packed copy of the real tokens' that verl takes the log-probs of
+    (workers/engine/fsdp/transformer_impl.py, prepare_model_outputs: narrow, then cat)."""
+    per_token = logits_bytes_per_token(shape, use_fused_kernels, in_place)
+    if not packed_copy:
+        return positions * per_token / GIB
+    padded = 0 if use_fused_kernels else BF16_BYTES * shape.vocab_size
+    return (positions * padded + packed_copy * per_token) / GIB
+
+
 def gathered_params(shape: ModelShape) -> float:
     """Parameters held unsharded in bf16 at the peak: FSDP_GATHERED_UNITS layers, embedding and lm_head."""
     layer = attention_params(shape) + mlp_block_params(shape)
@@ -161,8 +173,10 @@ def fsdp_breakdown(
     optimizer_offload: bool = False,
     offload_policy: bool = False,
     in_place_logits: bool = False,
+    packed_copy: int = 0,
 ) -> FsdpBreakdown:
-    """Terms of one GPU's memory for a micro-batch of `tokens_per_gpu` tokens (packed, remove-padding).
+    """Terms of one GPU's memory for a micro-batch of `tokens_per_gpu` tokens (packed, remove-padding), or of
+    `tokens_per_gpu` positions of padded rows whose `packed_copy` real tokens verl copies out of the logits.
 
     `shard_size`: GPUs the state is sharded over (fsdp_size, or the world size when fsdp_size=-1).
     `offload_policy`: FSDP2 CPUOffloadPolicy, the only offload that lowers the training peak.
@@ -180,7 +194,7 @@ def fsdp_breakdown(
         optimizer_gib=optimizer_bytes / GIB,
         gathered_params_gib=gathered_params(shape) * BF16_BYTES / GIB,
         layer_activations_gib=tokens_per_gpu * fsdp_activation_bytes_per_token(shape, gradient_checkpointing) / GIB,
-        logits_gib=tokens_per_gpu * logits_bytes_per_token(shape, use_fused_kernels, in_place_logits) / GIB,
+        logits_gib=logits_gib(shape, tokens_per_gpu, packed_copy, use_fused_kernels, in_place_logits),
         overhead_gib=CUDA_CONTEXT_NCCL_GIB,
         rollout_resident_gib=rollout_resident / GIB,
         optimizer_step_temp_gib=on_gpu * params * ADAMW_STEP_TEMP_BYTES / GIB,
@@ -202,6 +216,7 @@ class LogProbPass:
     hidden_gib: float  # the final hidden states that the lm_head reads
     logits_gib: float
     entropy_gib: float  # 0 when verl torch.compiles the entropy (its default)
+    packed_copy_gib: float = 0.0  # padded rows: the real tokens' logits copied out packed, after the entropy
 
     @property
     def layer_moment_gib(self) -> float:
@@ -209,7 +224,7 @@ class LogProbPass:
 
     @property
     def logits_moment_gib(self) -> float:
-        return self.output_layer_gib + self.hidden_gib + self.logits_gib + self.entropy_gib
+        return self.output_layer_gib + self.hidden_gib + self.logits_gib + max(self.entropy_gib, self.packed_copy_gib)
 
 
 def fsdp_log_prob_pass(
@@ -221,10 +236,14 @@ def fsdp_log_prob_pass(
     optimizer_offload: bool = False,
     offload_policy: bool = False,
     torch_compile: bool = True,
+    packed_copy: int = 0,
 ) -> LogProbPass:
     """The old-log-prob pass over a micro-batch of `tokens_per_gpu` tokens; `entropy_chunk_size`: the chunk of
     entropy_from_logits_with_chunking, None when it is off; `torch_compile`: fsdp_config.use_torch_compile.
-    Fused kernels never hold [tokens, vocab]."""
+    Fused kernels never hold [tokens, vocab]. Padded rows (`packed_copy` > 0: the real tokens among the
+    `tokens_per_gpu` positions): verl takes their entropy eagerly over every position, compiled or chunked or not,
+    then copies the real tokens' logits out packed; pass the chunk of verl_recipes.runtime.padded_entropy when it
+    is loaded, and torch_compile=False."""
     params = 0 if offload_policy else hf_total_params(shape) / shard_size
     optimizer = 0 if optimizer_offload else params * ADAMW_STATE_BYTES
     vocab = 0 if use_fused_kernels else shape.vocab_size
@@ -239,4 +258,5 @@ def fsdp_log_prob_pass(
         hidden_gib=tokens_per_gpu * shape.hidden_size * BF16_BYTES / GIB,
         logits_gib=tokens_per_gpu * LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB * vocab / GIB,
         entropy_gib=0 if torch_compile else entropy_tokens * entropy_bytes * vocab / GIB,
+        packed_copy_gib=packed_copy * LOG_PROB_LOGITS_BYTES_PER_TOKEN_PER_VOCAB * vocab / GIB,
     )

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_recipes.check.model import WITHOUT_FLASH_ATTN
 from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, megatron_parallel, megatron_recompute
 from verl_recipes.planner.config import get as _get
 from verl_recipes.planner.config import require as _require
@@ -149,12 +150,39 @@ def fsdp_shard_size(cfg: DictConfig, world_size: int) -> int:
     return world_size if fsdp_size < 0 or fsdp_size >= world_size else fsdp_size
 
 
+def mean_row_tokens(cfg: DictConfig) -> int:
+    """A row's mean tokens in the planned workload: a prompt at data.max_prompt_length and the mean response of the
+    benchmarks' long-tail lengths (verl_recipes/bench/lengths.py), what the node runs generate."""
+    from verl_recipes.bench.lengths import sample
+
+    max_response = _require(cfg, "data.max_response_length")
+    return _require(cfg, "data.max_prompt_length") + round(float(sample(4096, max_response).responses.mean()))
+
+
+def micro_batch(cfg: DictConfig, role: str, seq_tokens: int, ulysses: int) -> tuple[int, int, str]:
+    """Positions one GPU's micro-batch of the update (role "actor") or the old log-probs ("log_prob") puts through
+    the model, the real tokens among them when rows are padded (0 when packed), and a line saying how many.
+    Padded (model.use_remove_padding=False): each row is as long as the longest, taken as max_prompt_length +
+    max_response_length (a tenth of the workload's responses reach it), and a token budget holds about budget //
+    mean_row_tokens rows."""
+    dynamic, budget, rows_key = ((f"{ACTOR}.use_dynamic_bsz", f"{ACTOR}.ppo_max_token_len_per_gpu",
+                                  f"{ACTOR}.ppo_micro_batch_size_per_gpu") if role == "actor" else
+                                 (f"{ROLLOUT}.log_prob_use_dynamic_bsz", f"{ROLLOUT}.log_prob_max_token_len_per_gpu",
+                                  f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu"))
+    if _get(cfg, f"{MODEL}.use_remove_padding", True):
+        if _get(cfg, dynamic, False):
+            return _require(cfg, budget), 0, ""  # budget × SP, split over SP ranks
+        return _require(cfg, rows_key) * seq_tokens // ulysses, 0, ""
+    mean = mean_row_tokens(cfg)
+    rows = max(1, _require(cfg, budget) // mean) if _get(cfg, dynamic, False) else _require(cfg, rows_key)
+    return rows * seq_tokens, rows * min(mean, seq_tokens), (
+        f"padded rows ({MODEL}.use_remove_padding=False): {rows} rows of {mean} tokens on average (prompts at "
+        f"data.max_prompt_length, responses as verl_recipes/bench/lengths.py) padded to {seq_tokens}")
+
+
 def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_tokens: int) -> TrainingSide:
     ulysses = _get(cfg, f"{FSDP}.ulysses_sequence_parallel_size", 1)
-    if _get(cfg, f"{ACTOR}.use_dynamic_bsz", False):
-        tokens = _require(cfg, f"{ACTOR}.ppo_max_token_len_per_gpu")  # budget × SP, split over SP ranks
-    else:
-        tokens = _require(cfg, f"{ACTOR}.ppo_micro_batch_size_per_gpu") * seq_tokens // ulysses
+    tokens, packed_copy, padding = micro_batch(cfg, "actor", seq_tokens, ulysses)
     offload_policy = _get(cfg, f"{FSDP}.offload_policy", False) and _get(cfg, f"{ACTOR}.strategy") == "fsdp2"
     checkpointing = _get(cfg, f"{MODEL}.enable_gradient_checkpointing", True)
     shard = fsdp_shard_size(cfg, world_size)
@@ -171,6 +199,7 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
         # (trainer/ppo/ray_trainer.py:1336); without it the log-probs overwrite the logits with their gradient
         # (workers/engine/fsdp/transformer_impl.py:1425)
         in_place_logits=not (_get(cfg, f"{ACTOR}.calculate_entropy", False) or _get(cfg, f"{ACTOR}.entropy_coeff", 0)),
+        packed_copy=packed_copy,
     )
     state_advice = (
         f"shard over more GPUs ({FSDP}.fsdp_size=-1 or more GPUs), or use {ACTOR}.strategy=fsdp2 with "
@@ -200,7 +229,8 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
     ]
     lines = [
         f"FSDP over {shard} GPUs (Ulysses SP {ulysses}), {tokens} tokens per micro-batch per GPU, "
-        f"gradient checkpointing {'on' if checkpointing else 'off'}{', offload_policy on' if offload_policy else ''}"
+        f"gradient checkpointing {'on' if checkpointing else 'off'}{', offload_policy on' if offload_policy else ''}",
+        *([f"  {padding}"] if padding else []),
     ]
     log_prob_tokens, log_prob_terms = fsdp_log_prob_terms(cfg, shape, shard, seq_tokens, ulysses, offload_policy)
     # the fp32 shards back on the GPU, and one full bf16 tensor at a time gathered from them (the embedding the largest)
@@ -213,22 +243,26 @@ def fsdp_log_prob_terms(
 ) -> tuple[int, list[Term]]:
     """Tokens per micro-batch and the terms of the actor's old-log-prob pass (verl 0.9.1 always asks it for the
     entropy); the CUDA context and what vLLM keeps are added by plan() as for the update."""
-    if _get(cfg, f"{ROLLOUT}.log_prob_use_dynamic_bsz", False):
-        tokens = _require(cfg, f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
-    else:
-        tokens = _require(cfg, f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu") * seq_tokens // ulysses
+    tokens, packed_copy, _ = micro_batch(cfg, "log_prob", seq_tokens, ulysses)
     chunking = _get(cfg, f"{FSDP}.entropy_from_logits_with_chunking", False)
     compiled = _get(cfg, f"{FSDP}.use_torch_compile", True)
+    chunk = _get(cfg, f"{FSDP}.entropy_from_logits_chunk_size", 2048) if chunking else None
+    if packed_copy:  # padded rows: verl's eager entropy over every position, or ours in chunks where it is loaded
+        from verl_recipes.runtime.padded_entropy import CHUNK_POSITIONS
+
+        hook = WITHOUT_FLASH_ATTN in str(_get(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES", ""))
+        compiled, chunking, chunk = False, hook, CHUNK_POSITIONS if hook else None
     fused = _get(cfg, f"{MODEL}.use_fused_kernels", False)
     lp = fsdp_log_prob_pass(
         shape,
         shard,
         tokens,
         use_fused_kernels=fused,
-        entropy_chunk_size=_get(cfg, f"{FSDP}.entropy_from_logits_chunk_size", 2048) if chunking else None,
+        entropy_chunk_size=chunk,
         optimizer_offload=_get(cfg, f"{FSDP}.optimizer_offload", False),
         offload_policy=offload_policy,
         torch_compile=compiled,
+        packed_copy=packed_copy,
     )
     budget = f"lower {ROLLOUT}.log_prob_max_token_len_per_gpu"
     tp = "use Megatron TP for this model"
@@ -240,10 +274,14 @@ def fsdp_log_prob_terms(
     logits_advice = f"{budget}, or set {MODEL}.use_fused_kernels=True where verl_recipes/check/model.py allows it"
     terms += [Term("gathered bf16 lm_head", lp.output_layer_gib, tp), Term("final hidden states", lp.hidden_gib, budget),
               Term("bf16 logits", lp.logits_gib, logits_advice)]
+    if lp.packed_copy_gib > lp.entropy_gib:
+        return tokens, [*terms, Term("the real tokens' logits copied out of the padded rows", lp.packed_copy_gib,
+                                     logits_advice)]
     if lp.entropy_gib:
+        fix = (f"load {WITHOUT_FLASH_ATTN} (configs/attention/sdpa_padded does: padded rows' entropy in chunks)"
+               if packed_copy else f"set {FSDP}.use_torch_compile=True (compiled, the entropy adds nothing measurable)")
         terms.append(Term(f"eager entropy's softmax{' (chunked)' if chunking else ''}", lp.entropy_gib,
-                          f"set {FSDP}.use_torch_compile=True (compiled, the entropy adds nothing measurable), "
-                          f"or {budget}"))
+                          f"{fix}, or {budget}"))
     return tokens, terms
 
 
