@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from verl_recipes.catalog import hf_config
 
@@ -63,6 +63,12 @@ def fused_kernels(cfg: DictConfig) -> list[str]:
 
 
 WITHOUT_FLASH_ATTN = "verl_recipes.runtime.without_flash_attn"
+EXTERNAL_MODULES = "ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES"
+
+
+def without_flash_attn_loaded(cfg: DictConfig) -> bool:
+    """Whether every worker imports WITHOUT_FLASH_ATTN at `import verl` (the configs/attention fragments set it)."""
+    return WITHOUT_FLASH_ATTN in str(OmegaConf.select(cfg, EXTERNAL_MODULES, default=None) or "")
 
 
 def attention(cfg: DictConfig) -> list[str]:
@@ -73,10 +79,9 @@ def attention(cfg: DictConfig) -> list[str]:
     if model.override_config.get("attn_implementation") != "torch_varlen":
         return []
     errors = []
-    env_vars = (cfg.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env") or {}).get("env_vars") or {}
-    if WITHOUT_FLASH_ATTN not in str(env_vars.get("VERL_USE_EXTERNAL_MODULES", "")):
+    if not without_flash_attn_loaded(cfg):
         errors.append("'actor_rollout_ref.model.override_config.attn_implementation' = torch_varlen is registered only by "
-                      f"{WITHOUT_FLASH_ATTN}, which ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES "
+                      f"{WITHOUT_FLASH_ATTN}, which {EXTERNAL_MODULES} "
                       "does not name: use +configs/attention=torch_varlen rather than setting the key alone")
     if hf_config(model.path).get("vision_config") is not None:
         errors.append("'actor_rollout_ref.model.override_config.attn_implementation' = torch_varlen is causal-only and "

@@ -36,6 +36,7 @@ from omegaconf import DictConfig
 from verl_recipes import yaml_parser
 from verl_recipes.catalog import REPO, hf_config
 from verl_recipes.check.keys import VERL_VERSION
+from verl_recipes.check.model import without_flash_attn_loaded
 from verl_recipes.compose import flatten
 from verl_recipes.entrypoints import Pool
 from verl_recipes.perf.profile_args import CAPTURE_RANGE_END, nsys_capture_ranges
@@ -211,9 +212,8 @@ def attention_path(cfg: DictConfig) -> str:
     elif implementation == "flash_attention_2" or module_found("flash_attn"):
         logprobs = "flash-attn's cross-entropy"
     else:
-        hook = "verl_recipes.runtime.without_flash_attn" in str(flatten(cfg).get(
-            "ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES", ""))
-        logprobs = "chunked (verl_recipes.runtime.logprobs)" if hook else "verl's per-token fallback loop (slow)"
+        logprobs = ("chunked (verl_recipes.runtime.logprobs)" if without_flash_attn_loaded(cfg)
+                    else "verl's per-token fallback loop (slow)")
     return f"attention {attention} on {packing}; log-probs {logprobs}"
 
 

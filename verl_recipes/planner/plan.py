@@ -21,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_recipes.check.model import WITHOUT_FLASH_ATTN
+from verl_recipes.check.model import WITHOUT_FLASH_ATTN, without_flash_attn_loaded
 from verl_recipes.planner.config import FSDP, MEGATRON, OVERRIDE, ROLLOUT, megatron_parallel, megatron_recompute
 from verl_recipes.planner.config import get as _get
 from verl_recipes.planner.config import require as _require
@@ -250,7 +250,7 @@ def fsdp_log_prob_terms(
     if packed_copy:  # padded rows: verl's eager entropy over every position, or ours in chunks where it is loaded
         from verl_recipes.runtime.padded_entropy import CHUNK_POSITIONS
 
-        hook = WITHOUT_FLASH_ATTN in str(_get(cfg, "ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES", ""))
+        hook = without_flash_attn_loaded(cfg)
         compiled, chunking, chunk = False, hook, CHUNK_POSITIONS if hook else None
     fused = _get(cfg, f"{MODEL}.use_fused_kernels", False)
     lp = fsdp_log_prob_pass(
