@@ -127,3 +127,43 @@ def test_a_death_ray_reported_before_verl_exited_is_named(tmp_path, fast, capfd)
     assert supervisor.run(["bash", "-c", "cat report"], tmp_path, dict(os.environ), log=tmp_path / "c.log") == 0
     assert "[supervisor]" not in capfd.readouterr().out
     assert supervisor.reported_death(RAY_REPORT.replace("RewardLoopWorker", "TaskRunner")).role == "Ray actor TaskRunner"
+
+
+# a driver whose vLLM GPU worker is killed and which fails at once, as verl 0.9.1 did on the GPU
+# (results/faults/vllm_worker.json): vLLM's report of the death, then verl's traceback, within a second
+VLLM_DRIVER = """
+bash -c 'exec -a VLLM::Worker sleep 300' & worker=$!
+echo $worker > roles
+sleep 1
+kill -9 $worker
+sleep 0.6
+echo "(vLLMHttpServer pid=2538) (EngineCore pid=2640) ERROR 11-28 21:41:37 [multiproc_executor.py:284] Worker proc VllmWorker-0 died unexpectedly, shutting down executor."
+echo "Error executing job with overrides: []"
+echo "Traceback (most recent call last):"
+echo "Exception: Call to collective_rpc method failed: cancelled"
+exit 1
+"""
+
+
+def test_a_vllm_death_verl_failed_on_is_named(tmp_path, fast, monkeypatch, capfd):
+    """verl fails within seconds of a vLLM worker's death, before GRACE_S: the supervisor names the worker from vLLM's
+    report that precedes verl's traceback, with the pid it saw gone."""
+    monkeypatch.setattr(supervisor, "GRACE_S", 30.0)
+    code = supervisor.run(["bash", "-c", VLLM_DRIVER], tmp_path, dict(os.environ), log=tmp_path / "verl.log")
+    worker = int((tmp_path / "roles").read_text())
+    assert code == 1
+    assert (f"[supervisor] the vLLM GPU worker (pid {worker} on {socket.gethostname()}) died; the run cannot go on"
+            in capfd.readouterr().out)
+
+
+def test_vllm_deaths_after_verls_own_error_are_its_shutdown():
+    """A run that fails for another reason shuts vLLM down after its traceback: those reports name nothing."""
+    error = "Error executing job with overrides: []\nTraceback (most recent call last):\ntorch.OutOfMemoryError: CUDA\n"
+    engine = "(vLLMHttpServer pid=7) ERROR [core_client.py:600] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.\n"
+    assert supervisor.vllm_death(error + engine, {"vLLM engine": 12}) is None
+    assert supervisor.vllm_death(engine + error, {"vLLM engine": 12}) == supervisor.Fault("vLLM engine", 12, "died")
+    # the first report names the cause: an engine that died takes its workers' reports with it
+    worker = "(EngineCore pid=9) ERROR [multiproc_executor.py:284] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.\n"
+    assert supervisor.vllm_death(worker + engine + error, {}).role == "vLLM GPU worker"
+    assert "(pid ? on" in supervisor.vllm_death(worker + error, {}).message()
+    assert supervisor.vllm_death("all fine\n", {}) is None

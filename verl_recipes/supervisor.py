@@ -10,7 +10,10 @@ first compile or a long validation changes no process, so nothing here can end a
 whatever of the session is left after CLEANUP_S is killed, so no GPU process outlives the run.
 A Ray actor's death usually ends verl by itself first (Ray raises ActorDiedError in the driver within a second or two,
 before GRACE_S): when verl exits non-zero, the supervisor reads Ray's report of the death from the run's log and
-prints the same one line.
+prints the same one line. A vLLM subprocess's death does too (its engine fails verl's pending call within seconds,
+results/faults/vllm_worker.json): then the line names the role of vLLM's own report in the log, when that report
+precedes verl's traceback (a shutdown that follows an unrelated error reports deaths after it), with the pid of the
+process of that role the supervisor saw gone.
 """
 
 from __future__ import annotations
@@ -48,6 +51,13 @@ NEXT = "the run cannot go on: `make <recipe>` (RESUME=auto) resumes it from its 
 
 ACTOR_DIED = "The actor died unexpectedly before finishing this task."
 LOG_TAIL = 1 << 20  # bytes of the log read for Ray's report: a traceback sits at its end
+# vLLM 0.24's reports of a subprocess's death (v1/executor/multiproc_executor.py, v1/engine/core_client.py) -> role
+VLLM_DEATHS = (
+    (re.compile(r"Worker proc VllmWorker-\d+ died unexpectedly"), "vLLM GPU worker"),
+    (re.compile(r"Engine core proc \S+ died unexpectedly"), "vLLM engine"),
+)
+# the driver's own traceback (Hydra's error line, then Python's), unprefixed, unlike the lines Ray relays from actors
+DRIVER_ERROR = re.compile(r"^(Error executing job|Traceback \(most recent call last\):)", re.M)
 
 
 @dataclass
@@ -58,7 +68,7 @@ class Fault:
     host: str = ""  # where Ray reported it; this machine's name when empty
 
     def message(self) -> str:
-        return f"[supervisor] the {self.role} (pid {self.pid} on {self.host or socket.gethostname()}) {self.what}; {NEXT}"
+        return f"[supervisor] the {self.role} (pid {self.pid or '?'} on {self.host or socket.gethostname()}) {self.what}; {NEXT}"
 
 
 def reported_death(text: str) -> Fault | None:
@@ -72,6 +82,17 @@ def reported_death(text: str) -> Fault | None:
         return None
     role = role_titled(f"ray::{fields['class_name']}") or f"Ray actor {fields['class_name']}"
     return Fault(role, int(fields.get("pid", 0)), "died", fields.get("ip", ""))
+
+
+def vllm_death(text: str, gone: dict[str, int]) -> Fault | None:
+    """The first vLLM subprocess death that vLLM reported in `text` before the driver's traceback, as a Fault with the
+    pid of the process of that role in `gone` (role -> pid, as watch found them); None when there is none."""
+    end = m.start() if (m := DRIVER_ERROR.search(text)) else len(text)
+    found = [(m.start(), role) for pattern, role in VLLM_DEATHS if (m := pattern.search(text, 0, end))]
+    if not found:
+        return None
+    role = min(found)[1]
+    return Fault(role, gone.get(role, 0), "died")
 
 
 def role_titled(title: str) -> str | None:
@@ -112,9 +133,11 @@ def stopped(proc: psutil.Process) -> bool:
 
 
 def watch(driver: subprocess.Popen, poll_s: float = POLL_S, grace_s: float = GRACE_S,
-          stopped_s: float = STOPPED_S) -> Fault | None:
-    """Poll the driver's session until the driver exits (None) or a role process dies or stays stopped (the Fault)."""
+          stopped_s: float = STOPPED_S) -> tuple[Fault | None, dict[str, int]]:
+    """Poll the driver's session until the driver exits (no Fault) or a role process dies or stays stopped (the
+    Fault); with it, role -> pid of the first process of each role found gone while the driver ran."""
     seen: dict[int, tuple[str, psutil.Process]] = {}
+    gone_roles: dict[str, int] = {}
     since: dict[int, float] = {}  # pid -> when it was first found gone or stopped
     while driver.poll() is None:
         now = time.monotonic()
@@ -126,13 +149,15 @@ def watch(driver: subprocess.Popen, poll_s: float = POLL_S, grace_s: float = GRA
             if not state:
                 since.pop(pid, None)
                 continue
+            if state == "died":
+                gone_roles.setdefault(role, pid)
             if now - since.setdefault(pid, now) >= (grace_s if state == "died" else stopped_s):
-                return Fault(role, pid, state)
+                return Fault(role, pid, state), gone_roles
         try:
             driver.wait(timeout=poll_s)
         except subprocess.TimeoutExpired:
             pass
-    return None
+    return None, gone_roles
 
 
 def end_session(sid: int, wait_s: float) -> list[int]:
@@ -179,7 +204,7 @@ def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> in
         copier = threading.Thread(target=copy, daemon=True)
         copier.start()
     try:
-        fault = watch(driver, POLL_S, GRACE_S, STOPPED_S)
+        fault, gone_roles = watch(driver, POLL_S, GRACE_S, STOPPED_S)
     except KeyboardInterrupt:  # verl's own session does not see the terminal's Ctrl-C: pass it on
         os.killpg(driver.pid, signal.SIGINT)
         driver.wait()
@@ -193,7 +218,8 @@ def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> in
         copier.join(timeout=5)  # verl's last lines, its traceback, reach the log
         with open(log, "rb") as text:
             text.seek(max(0, log.stat().st_size - LOG_TAIL))
-            if died := reported_death(text.read().decode(errors="replace")):
+            tail = text.read().decode(errors="replace")
+            if died := reported_death(tail) or vllm_death(tail, gone_roles):
                 print(died.message(), flush=True)
     left = end_session(driver.pid, CLEANUP_S)
     if left:
