@@ -1,0 +1,42 @@
+"""tests/gpu/harvest.sh on a fake lent machine: what live runs have measured (node records, per-phase memory rows,
+verl's metrics and log tail) lands flat in $OUT, named by job, and an empty machine copies nothing and exits 0."""
+
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def harvest(tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "REPO_COPY": str(tmp_path / "repo"),
+           "SIDE_ROOT": str(tmp_path / "side"), "RL_NODE_WORK": str(tmp_path / "work"),
+           "RL_RUNS_DIR": str(tmp_path / "runs"), "LOG_TAIL": "11"}
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/harvest.sh")], env=env, capture_output=True, text=True,
+                          timeout=30)
+    return done, out
+
+
+def test_an_empty_machine_copies_nothing(tmp_path):
+    done, out = harvest(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_live_runs_land_flat_and_named(tmp_path):
+    (tmp_path / "repo/results/node/history").mkdir(parents=True)
+    (tmp_path / "repo/results/node/qwen25-vl-7b-geo3k-dapo.2xh200.json").write_text("{}")
+    phases = tmp_path / "work/phase-memory/qwen25-vl-7b-geo3k-dapo-v1"
+    phases.mkdir(parents=True)
+    (phases / "rank0.4242.jsonl").write_text('{"phase": "old_log_prob"}\n')
+    launch = tmp_path / "side/vl7b/runs/qwen25-vl-7b-geo3k-dapo-v1-node/launches/20261128-2101"
+    launch.mkdir(parents=True)
+    (launch / "metrics.jsonl").write_text('{"step": 1}\n')
+    (launch / "verl.log").write_text("start-up...\nstep:1 - timing_s/step:190.4\n")
+    done, out = harvest(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "phases.qwen25-vl-7b-geo3k-dapo-v1.rank0.4242.jsonl", "qwen25-vl-7b-geo3k-dapo.2xh200.json",
+        "vl7b.metrics.jsonl", "vl7b.verl.log"]
+    assert (out / "vl7b.verl.log").read_text() == "step:190.4\n"  # the last LOG_TAIL bytes
