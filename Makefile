@@ -13,6 +13,7 @@ VARIANT ?=
 CLUSTER ?=
 ARGS ?=
 RESUME ?= auto
+RESTARTS ?= 0
 DRY ?=
 SEED ?= 0
 # GPUs of the node a `make <recipe>-node` runs on
@@ -38,6 +39,7 @@ help:
 	@echo "make <recipe>                   launch on this GPU node       [V=vN VARIANT=name ARGS=\"k=v ...\"]"
 	@echo "make <recipe> RESUME=never      a fresh run folder; RESUME=force resumes a changed config (default auto)"
 	@echo "make <recipe> DRY=1             print config path, data to prepare, command, resumption; start nothing"
+	@echo "make <recipe> RESTARTS=n        relaunch a run that failed after training, up to n times, from its last checkpoint"
 	@echo "make runs                       run folders: recipe, last step, status, folder"
 	@echo "make <recipe> CLUSTER=http://<head>:8265   submit to a Ray cluster instead (docs/multinode.md; SLURM:"
 	@echo "                                 sbatch --nodes=N scripts/slurm/recipe.sbatch <recipe> [VARIANT=...])"
@@ -105,7 +107,7 @@ diff:
 	@$(RECIPE) diff "$(A)" "$(B)"
 
 $(RECIPES):
-	$(RECIPE) run $@ $(SELECT) --cluster "$(CLUSTER)" --resume "$(RESUME)" $(if $(DRY),--dry-run)
+	$(RECIPE) run $@ $(SELECT) --cluster "$(CLUSTER)" --resume "$(RESUME)" $(if $(filter-out 0,$(RESTARTS)),--restarts "$(RESTARTS)") $(if $(DRY),--dry-run)
 
 $(addsuffix -show,$(RECIPES)): %-show:
 	@$(RECIPE) show $* $(SELECT)

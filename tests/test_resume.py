@@ -187,3 +187,42 @@ def test_pruning_keeps_the_newest_complete_checkpoints(workspace):
     _, first, cfg = run(["trainer.max_actor_ckpt_to_keep=1"])
     assert cfg.trainer.max_actor_ckpt_to_keep is None  # verl's own pruning is off: the marker's callback prunes
     assert sorted(p.name for p in (first.parent.parent / "checkpoints").glob("global_step_*")) == ["global_step_2"]
+
+
+def failing_then(workspace_fake, codes: list[int], trains: list[bool]):
+    """The fixture's fake verl, whose launches exit with `codes` in turn; a launch that does not train writes no
+    metrics (it failed in its start-up)."""
+    calls = iter(zip(codes, trains))
+
+    def fake(command, cwd, env, log=None):
+        code, trains_a_step = next(calls)
+        if trains_a_step:
+            workspace_fake(command, cwd, env, log)
+        return code
+
+    return fake
+
+
+@pytest.mark.slow
+def test_restarts_relaunch_a_run_that_failed_after_training_from_its_checkpoint(workspace, monkeypatch, capsys):
+    monkeypatch.setattr(launch.supervisor, "run", failing_then(launch.supervisor.run, [1, 1, 0], [True] * 3))
+    code, last, _ = launch.launch_restarting(catalog.get(QWEN), [], restarts=3, mode="never")
+    out = capsys.readouterr().out
+    assert code == 0
+    assert [start for start, _ in workspace] == [0, 2, 4]  # each relaunch resumed the newest complete checkpoint
+    assert len({folder.parent.parent for _, folder in workspace}) == 1  # one run folder, RESUME=never only at first
+    assert out.count("[restart]") == 2 and "[restart] 2 of 3: the launch in" in out
+
+
+@pytest.mark.slow
+def test_restarts_stop_at_their_count_and_at_a_failed_start_up(workspace, monkeypatch, capsys):
+    verl = launch.supervisor.run
+    monkeypatch.setattr(launch.supervisor, "run", failing_then(verl, [1, 1, 0], [True] * 3))
+    assert launch.launch_restarting(catalog.get(QWEN), [], restarts=1)[0] == 1
+    assert len(workspace) == 2
+    monkeypatch.setattr(launch.supervisor, "run", failing_then(verl, [1, 0], [False, True]))
+    assert launch.launch_restarting(catalog.get(QWEN), [], restarts=5)[0] == 1
+    assert len(workspace) == 2  # the start-up failure was not relaunched
+    assert "[restart] not relaunching: the launch in" in capsys.readouterr().out
+    with pytest.raises(RecipeError, match="RESTARTS=-1"):
+        launch.launch_restarting(catalog.get(QWEN), [], restarts=-1)

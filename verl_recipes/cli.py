@@ -216,8 +216,16 @@ def cmd_plan(ns) -> int:
 
 
 def cmd_run(ns) -> int:
-    from verl_recipes.launch import launch
+    from verl_recipes.launch import launch, launch_restarting
 
+    if ns.restarts and ns.cluster:
+        raise RecipeError(f"RESTARTS={ns.restarts} relaunches a run on this node; a cluster job is submitted once: "
+                          f"leave RESTARTS unset with CLUSTER=")
+    if ns.restarts and not ns.dry_run:
+        return launch_restarting(_recipe(ns), ns.args, ns.restarts, mode=ns.resume)[0]
+    if ns.restarts:
+        print(f"[restart] a launch that fails after training a step is relaunched up to {ns.restarts} times, each "
+              f"from the newest complete checkpoint", flush=True)
     return launch(_recipe(ns), ns.args, cluster=ns.cluster, mode=ns.resume, dry=ns.dry_run)[0]
 
 
@@ -373,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="auto: resume only an identical config; never: a fresh run folder; force: resume anyway")
             p.add_argument("--dry-run", action="store_true",
                            help="print config path, data to prepare, command and resumption decision; start nothing")
+            p.add_argument("--restarts", type=int, default=0,
+                           help="relaunch a failed run that trained a step up to this many times, each resuming its "
+                                "newest complete checkpoint")
         if command == "smoke":
             p.add_argument("--tiny", default="", help="folder from `python -m verl_recipes.smoke.tiny` (one-GPU path)")
             p.add_argument("--overlay", default="", help="with --tiny: another tiny layout of the card's tiny_overlay list")

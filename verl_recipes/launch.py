@@ -147,11 +147,16 @@ def verl_command(recipe: Recipe, launch_dir: Path) -> list[str]:
             f"hydra.run.dir={launch_dir}"]
 
 
+def metrics_file(launch_dir: Path) -> Path:
+    """Where verl's file logger writes this launch's metrics: the launch folder unless the user names a file."""
+    return Path(os.environ.get("VERL_FILE_LOGGER_PATH") or launch_dir / "metrics.jsonl")
+
+
 def run_env(launch_dir: Path) -> dict:
     """verl's environment: its metrics file, and an id of this run that names its weight-push sockets, which
     every process of the run's Ray cluster inherits (verl_recipes/runtime/weight_push_socket.py)."""
     env = dict(os.environ)
-    env.setdefault("VERL_FILE_LOGGER_PATH", str(launch_dir / "metrics.jsonl"))
+    env["VERL_FILE_LOGGER_PATH"] = str(metrics_file(launch_dir))
     env[weight_push_socket.RUN_ID_ENV] = uuid.uuid4().hex[:12]
     return env
 
@@ -218,3 +223,29 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster:
                               log=plan.launch_dir / VERL_LOG if log else None)
     finish(plan.launch_dir, code)
     return code, plan.launch_dir, plan.cfg
+
+
+def trained_a_step(launch_dir: Path) -> bool:
+    metrics = metrics_file(launch_dir)
+    return metrics.is_file() and any(line.strip() for line in metrics.read_text().splitlines())
+
+
+def launch_restarting(recipe: Recipe, args: str | list[str] | None, restarts: int, mode: str = "auto",
+                      log: bool = False) -> tuple[int, Path, DictConfig]:
+    """launch() here, then up to `restarts` relaunches after a failed launch, each resuming the newest complete
+    checkpoint (RESUME=auto). Only a launch that trained a step is relaunched: its start-up works, so its failure is
+    the run's (a dead worker, a lost GPU), while one that failed before its first step would fail again."""
+    if restarts < 0:
+        raise RecipeError(f"RESTARTS={restarts}: give the number of relaunches, 0 or more")
+    code, launch_dir, cfg = launch(recipe, args, mode=mode, log=log)
+    for attempt in range(1, restarts + 1):
+        if code == 0:
+            break
+        if not trained_a_step(launch_dir):
+            print(f"[restart] not relaunching: the launch in {launch_dir} exited {code} before its first step, "
+                  f"which a relaunch would repeat", flush=True)
+            break
+        print(f"[restart] {attempt} of {restarts}: the launch in {launch_dir} exited {code} after training; "
+              f"relaunching from the newest complete checkpoint", flush=True)
+        code, launch_dir, cfg = launch(recipe, args, mode="force" if mode == "force" else "auto", log=log)
+    return code, launch_dir, cfg
