@@ -8,18 +8,20 @@
 # waves (~1730 s), more than a lease; ARMS=ours_liger,ours_no_recompute,ours_logprob_budget,ours_max_num_seqs,
 # ours_replay_poll,ours_bypass takes two: wave 1 ours, ours_liger, ours_no_recompute, ours_logprob_budget; wave 2
 # ours_max_num_seqs, ours, ours_replay_poll, ours_bypass; ~1190 s of queue. Here first: `bash
-# tests/gpu/pack_extra.sh` (liger-kernel for ours_liger) and the kit's `bash ../shared/gpu/package.sh`. Device calls,
+# tests/gpu/pack_extra.sh` (liger-kernel for ours_liger) and the kit's `CHUNK_MIB=44 bash ../shared/gpu/package.sh`
+# (4 parts: 44 MiB and the working tree fit a 64 MiB call). Device calls,
 # back to back (a machine goes back 30 s after a call), kind nvidia-h100-x4 (or nvidia-h200-x4), about 1400 device
 # seconds in all:
 #   1  carry .gpu/c1 .gpu/bin     bash .gpu/bin/stash.sh 1
 #   2  carry .gpu/c2              bash /tmp/gpu/bin/stash.sh 2
-#   3  carry .gpu/c3 .whl/extra   bash /tmp/gpu/bin/stash.sh 3 && bash /tmp/gpu/bin/install.sh &&
+#   3  carry .gpu/c3              bash /tmp/gpu/bin/stash.sh 3
+#   4  carry .gpu/c4 .whl/extra   bash /tmp/gpu/bin/stash.sh 4 && bash /tmp/gpu/bin/install.sh &&
 #        python3 -m pip install -q --no-index --no-deps --target /tmp/extra .whl/extra/*.whl &&
 #        (setsid nohup bash -c "bash tests/gpu/bench_levers.sh 1300 --arms $ARMS; echo \$? > /tmp/levers.rc" \
 #          > /tmp/levers.log 2>&1 &)
 #        sleep 540; cat /tmp/levers.log
-#   4  sleep 570; cat /tmp/levers.log
-#   5  until [ -e /tmp/levers.rc ]; do sleep 10; done; cat /tmp/levers.log /tmp/levers.rc;
+#   5  sleep 570; cat /tmp/levers.log
+#   6  until [ -e /tmp/levers.rc ]; do sleep 10; done; cat /tmp/levers.log /tmp/levers.rc;
 #        tar -czf $OUT/levers.tgz -C /tmp/levers .
 set -euo pipefail
 cd "$(dirname "$0")/../.."

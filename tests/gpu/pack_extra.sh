@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The small pure-Python wheels our GPU runs need beside the kit of ../shared/gpu, into .whl/extra (git-ignored),
-# carried in the kit's third call: `carry [.gpu/c3, .whl/extra]`, then on the GPU machine
+# carried in the kit's last call: `carry [.gpu/c4, .whl/extra]` (4 parts with CHUNK_MIB=44), then on the GPU machine
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/extra .whl/extra/*.whl
 # which tests/gpu/kit_spares.sh puts on PYTHONPATH. Pins as requirements/gpu.txt and cpu.txt name them:
 # - math-verify, latex2sympy2_extended: the math rewards grade with them (in the reward workers);

@@ -49,18 +49,19 @@
 # Measured 2026-11-27 on a 2-core machine (6.5 to 14 min, most of it xz -9): 102 wheels of 787 MiB (G: 58, 769.5 MiB,
 # of them flashinfer-cubin 344.2 and sglang-kernel 307.4; Z: 44, 17.9 MiB) install to 3.0 GB; trimmed, G is 1.5 GB
 # (578 MB of it zeroed kernels) and Z 51 MB; the archive is 94.0 MiB (98,617,732 bytes; FA3's sm_90 kernels 45 MB of
-# it), in 2 parts of 48.0 and 46.1 MiB: 2 device calls after the kit's 3, 5 in all, 12 s to unpack (here).
+# it), in 2 parts of 48.0 and 46.1 MiB: 2 device calls after the kit's 4 (CHUNK_MIB=44), 6 in all, 12 s to unpack (here).
 #
 # Device calls, back to back on one machine (the kit's README: a released machine loses /tmp; start again at 1). Each
 # call carries its part plus the working tree (git ls-files: 10.2 MiB on 2026-11-27) within 64 MiB; the pack's report
 # warns when a part and the tree no longer fit (then CHUNK_MIB=40, one part more). The kit's parts need the same care.
 #   1  carry .gpu/c1 .gpu/bin     bash .gpu/bin/stash.sh 1
 #   2  carry .gpu/c2              bash /tmp/gpu/bin/stash.sh 2
-#   3  carry .gpu/c3              bash /tmp/gpu/bin/stash.sh 3 && bash /tmp/gpu/bin/install.sh
-#   4  carry .gpu/sglang/c1       GPU_HOME=/tmp/sgl GPU_DIR=.gpu/sglang bash /tmp/gpu/bin/stash.sh 1
-#   5  carry .gpu/sglang/c2       GPU_HOME=/tmp/sgl GPU_DIR=.gpu/sglang bash /tmp/gpu/bin/stash.sh 2 && \
+#   3  carry .gpu/c3              bash /tmp/gpu/bin/stash.sh 3
+#   4  carry .gpu/c4              bash /tmp/gpu/bin/stash.sh 4 && bash /tmp/gpu/bin/install.sh
+#   5  carry .gpu/sglang/c1       GPU_HOME=/tmp/sgl GPU_DIR=.gpu/sglang bash /tmp/gpu/bin/stash.sh 1
+#   6  carry .gpu/sglang/c2       GPU_HOME=/tmp/sgl GPU_DIR=.gpu/sglang bash /tmp/gpu/bin/stash.sh 2 && \
 #                                 GPU_HOME=/tmp/sgl bash /tmp/gpu/bin/install.sh && bash tests/gpu/pack_sglang.sh check
-#   6, ... your runs, with your git-ignored assets in carry:
+#   7, ... your runs, with your git-ignored assets in carry:
 #        eval "$(bash tests/gpu/pack_sglang.sh env)" && bash /tmp/gpu/bin/run.sh NAME none 500 -- your command
 #      (layer set none: the PYTHONPATH from env is the set; run.sh keeps it in front). The kit's spares (layers/Z of
 #      /tmp/gpu) still retry on "No module named"; tests/gpu/kit_spares.sh adds the four our runs always need.
