@@ -130,13 +130,14 @@ def test_a_death_ray_reported_before_verl_exited_is_named(tmp_path, fast, capfd)
 
 
 # a driver whose vLLM GPU worker is killed and which fails at once, as verl 0.9.1 did on the GPU
-# (results/faults/vllm_worker.json): vLLM's report of the death, then verl's traceback, within a second
+# (results/faults/vllm_worker.json): vLLM's report of the death, then verl's traceback, well within the grace; the
+# pauses give the supervisor's polls (0.2 s here) time to see the worker alive, then gone, on a busy machine
 VLLM_DRIVER = """
 bash -c 'exec -a VLLM::Worker sleep 300' & worker=$!
 echo $worker > roles
-sleep 1
+sleep 2
 kill -9 $worker
-sleep 0.6
+sleep 2
 echo "(vLLMHttpServer pid=2538) (EngineCore pid=2640) ERROR 11-28 21:41:37 [multiproc_executor.py:284] Worker proc VllmWorker-0 died unexpectedly, shutting down executor."
 echo "Error executing job with overrides: []"
 echo "Traceback (most recent call last):"
