@@ -4,11 +4,11 @@
 # SECONDS do not fit; then tests/gpu/side_by_side.sh runs it). Files stay on the machine under LEVERS_OUT
 # (/tmp/levers): w<wave>/e2e.<arm>.{json,metrics.jsonl,config.yaml} and w<wave>.<arm>.log.
 # Usage: bash tests/gpu/bench_levers.sh SECONDS [--gpus 4] [--arms A,B] [--dry-run]
-# Plan on 4 GPUs (--dry-run, from the committed walls: 572 s an arm, start-up included): all seven levers take three
-# waves (~1730 s), more than a lease; ARMS=ours_liger,ours_no_recompute,ours_logprob_budget,ours_max_num_seqs,
-# ours_replay_poll,ours_bypass takes two: wave 1 ours, ours_liger, ours_no_recompute, ours_logprob_budget; wave 2
-# ours_max_num_seqs, ours, ours_replay_poll, ours_bypass; ~1190 s of queue. Here first: `bash
-# tests/gpu/pack_extra.sh` (liger-kernel for ours_liger) and the kit's `CHUNK_MIB=44 bash ../shared/gpu/package.sh`
+# Plan on 4 GPUs (--dry-run, from the committed walls: 572 s an arm, start-up included): the six levers take two
+# waves: wave 1 ours, ours_no_recompute, ours_logprob_budget, ours_max_num_seqs; wave 2 ours_replay_poll, ours,
+# ours_bypass, ours_colocate_async; ~1190 s of queue (Liger's arm ran on 2026-11-28 and is in `ours` since). Here
+# first: `bash tests/gpu/pack_extra.sh` (liger-kernel, which ours now needs) and the kit's `CHUNK_MIB=44 bash
+# ../shared/gpu/package.sh`
 # (4 parts: 44 MiB and the working tree fit a 64 MiB call). Device calls,
 # back to back (a machine goes back 30 s after a call), kind nvidia-h100-x4 (or nvidia-h200-x4), about 1400 device
 # seconds in all:
