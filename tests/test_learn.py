@@ -340,8 +340,9 @@ RERUNS = 3  # a tiny learns: line rests on at least three seeds of the run and t
 
 
 def current(record: dict, task, setting: dict) -> bool:
-    """Whether a record reruns `task` at its version as the card sets it now (`setting`: lr and steps)."""
-    return tally.setting(record) == (task.name, task.version, setting["lr"], setting["steps"], ())
+    """Whether a record reruns `task` at its version as the card sets it now (`setting`: lr and steps; with Liger's
+    kernels or without, which keep the math)."""
+    return tally.math_setting(record) == (task.name, task.version, setting["lr"], setting["steps"], ())
 
 
 def learns_problems(runs: list[dict], controls: list[dict], label: str, task, own: bool,
@@ -406,7 +407,9 @@ def test_a_learns_line_needs_three_seeds_each_passing_in_time():
     # a run at another lr or length than the card sets now (its learn_args changed), or of unknown lr: not a rerun
     assert problems([{**runs[0], "lr": 1.5e-4}, *runs[1:]], controls)
     assert problems([{**runs[0], "steps": 24}, *runs[1:]], controls)
-    assert problems([{**runs[0], "args": ["+configs/kernels=liger"]}, *runs[1:]], controls)  # a lever's run: apart
+    assert problems([{**runs[0], "args": ["+configs/perf=no_recompute"]}, *runs[1:]], controls)  # a lever's run: apart
+    # Liger's kernels keep the math: a run with them, by ARGS or by the recipe's default, is a rerun
+    assert problems([{**runs[0], "args": ["+configs/kernels=liger"]}, {**runs[1], "liger": True}, runs[2]], controls) == []
     assert problems([{**runs[0], "lr": None}, *runs[1:]], controls)
     # a stale control beside them: it must have failed an agreement gate, and it does not count as a shuffled one
     stale = {**run, "control": "stale", "seed": 1, "gates": {**run["gates"], "agreement rollout_corr/k3_kl":
@@ -527,7 +530,15 @@ def test_the_tally_counts_every_rerun_by_task_version_and_the_readme_shows_it(tm
     assert "| r/v1 | t v2 at lr 0.00015 | none | 2 / 2 | 1, 2 |" in body
     assert "| r/v1 | t v2 at lr 0.00015, 20 steps | none | 1 / 1 | 1 |" in body
     assert "| r/v1 | t v2 at lr 0.00015, 24 steps | none | 1 / 1 | 1 |" in body
-    assert "| r/v1 | t v2 at lr 0.00015, 24 steps, with +configs/kernels=liger | none | 1 / 1 | 1 |" in body
+    assert "| r/v1 | t v2 at lr 0.00015, 24 steps, Liger kernels | none | 1 / 1 | 1 |" in body
+    (tmp_path / "l.json").write_text(json.dumps({**run, "seed": 2, "task_version": 2, "lr": 1.5e-4, "steps": 24,
+                                                 "liger": True}))  # on by the recipe's default: the same row
+    assert "| r/v1 | t v2 at lr 0.00015, 24 steps, Liger kernels | none | 2 / 2 | 1, 2 |" in tally.table(
+        tally.records(tmp_path))
+    (tmp_path / "m.json").write_text(json.dumps({**run, "seed": 1, "task_version": 2, "lr": 1.5e-4, "steps": 24,
+                                                 "args": ["+configs/perf=no_recompute"]}))  # a lever: apart
+    assert "| r/v1 | t v2 at lr 0.00015, 24 steps, with +configs/perf=no_recompute | none | 1 / 1 | 1 |" in tally.table(
+        tally.records(tmp_path))
     readme = (tally.RESULTS / "README.md").read_text()
     assert tally.written(readme, tally.table(tally.records())) == readme, "run python -m verl_recipes.learn.tally --write"
 
@@ -562,7 +573,8 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in steps.items()))
         cfg = OmegaConf.create({"algorithm": {"rollout_correction": {"bypass_mode": False}},
                                 "trainer": {"total_training_steps": 20},
-                                "actor_rollout_ref": {"actor": {"optim": {"lr": 5e-4}}}})
+                                "actor_rollout_ref": {"actor": {"optim": {"lr": 5e-4}}, "model": {"use_liger": True}},
+                                "model_engine": "dp"})
         return 0, run_dir, cfg
 
     monkeypatch.setattr(launch, "launch", fake_launch)
@@ -572,6 +584,7 @@ def test_the_stale_control_runs_with_the_fault_and_passes_only_when_agreement_fa
     report = json.loads((tmp_path / "run" / "learn.json").read_text())
     assert (report["control"], report["passed"]) == ("stale", passed)
     assert report["lr"] == 5e-4 and report["args"] == ["trainer.val_before_train=true"]  # the user's, counted apart
+    assert report["liger"] is True  # the recipe's own kernels, recorded: the tally shows them
     assert report["samples"]["zero_signal"] == {"1": 0.5}  # the dumps moved into the launch folder and digested
     assert (tmp_path / "run" / "generations" / "1.jsonl").exists() and not list((tmp_path / "runs").glob("learn-*"))
 

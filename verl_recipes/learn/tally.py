@@ -34,20 +34,34 @@ def score(run: dict) -> str:
     return f"exit {run['rc']}" + ("" if run.get("curves", {}).get("score") else " before step 1")
 
 
+LIGER = "+configs/kernels=liger"
+
+
 def setting(run: dict) -> tuple:
     """What a rerun repeats: the task's version (records from before versions ran version 1), the lr, the steps and
-    the user's overrides. A card's learn_args may change the lr or the steps for the same task, so a run at another lr
-    or length is counted apart, and a learns: line rests on the runs of the card's current setting; a run with
-    overrides of its own (`make <recipe>-learn ARGS=...`, e.g. a lever's fragment) is another setting too. (Records
-    from before learn.json named its lr, 2026-11-27, were given the actor/lr of their metrics; the three that died
-    before step 1, that of their lease's other runs of the recipe. Records from before it named its `args` had none.)"""
-    return run["task"], run.get("task_version") or 1, run.get("lr"), run.get("steps"), tuple(run.get("args") or ())
+    the user's overrides, and last whether Liger's kernels ran. A card's learn_args may change the lr or the steps for
+    the same task, so a run at another lr or length is counted apart, and a learns: line rests on the runs of the card's
+    current setting; a run with overrides of its own (`make <recipe>-learn ARGS=...`, e.g. a lever's fragment) is
+    another setting too. Liger's kernels keep the math (bench/README.md), so whether they ran, by the recipe's own
+    default or by ARGS, is shown apart but starts no new count (`math_setting`). (Records from before learn.json named
+    its lr, 2026-11-27, were given the actor/lr of their metrics; the three that died before step 1, that of their
+    lease's other runs of the recipe. Records from before it named its `args` had none; those from before it named
+    `liger` (2026-11-29) ran it only by ARGS.)"""
+    args = tuple(run.get("args") or ())
+    liger = run.get("liger", LIGER in args)
+    return (run["task"], run.get("task_version") or 1, run.get("lr"), run.get("steps"),
+            tuple(arg for arg in args if arg != LIGER), liger)
+
+
+def math_setting(run: dict) -> tuple:
+    """setting() without the kernels: the runs a learns: line counts together."""
+    return setting(run)[:-1]
 
 
 def label(run: dict) -> str:
-    task, version, lr, steps, args = setting(run)
+    task, version, lr, steps, args, liger = setting(run)
     return (f"{task} v{version}" + (f" at lr {lr:g}" if lr is not None else "") + (f", {steps} steps" if steps else "")
-            + (f", with {' '.join(args)}" if args else ""))
+            + (f", with {' '.join(args)}" if args else "") + (", Liger kernels" if liger else ""))
 
 
 def table(runs: list[dict]) -> str:
