@@ -1,5 +1,6 @@
 """tests/gpu/harvest.sh on a fake lent machine: what live runs have measured (node records, per-phase memory rows,
-verl's metrics and log tail) lands flat in $OUT, named by job, and an empty machine copies nothing and exits 0."""
+verl's metrics and log tail) lands flat in $OUT, named by job, and an empty machine copies nothing and exits 0.
+tests/gpu/wait.sh: a waiting call returns when the job it waits on has ended, harvesting as it goes."""
 
 import subprocess
 from pathlib import Path
@@ -40,3 +41,40 @@ def test_live_runs_land_flat_and_named(tmp_path):
         "phases.qwen25-vl-7b-geo3k-dapo-v1.rank0.4242.jsonl", "qwen25-vl-7b-geo3k-dapo.2xh200.json",
         "vl7b.metrics.jsonl", "vl7b.verl.log"]
     assert (out / "vl7b.verl.log").read_text() == "step:190.4\n"  # the last LOG_TAIL bytes
+
+
+def wait(tmp_path: Path, seconds: int, pid: int, log: Path) -> tuple[subprocess.CompletedProcess, float]:
+    import time
+
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "REPO_COPY": str(tmp_path / "repo"),
+           "SIDE_ROOT": str(tmp_path / "side"), "RL_RUNS_DIR": str(tmp_path / "runs"), "POLL_S": "0.2",
+           "TAIL_LINES": "1"}
+    (tmp_path / "out").mkdir(exist_ok=True)
+    started = time.monotonic()
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/wait.sh"), str(seconds), str(pid), str(log)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    return done, time.monotonic() - started
+
+
+def test_a_wait_returns_when_its_job_has_ended_and_shows_the_log(tmp_path):
+    log = tmp_path / "chain.log"
+    log.write_text("s2 start\nModuleNotFoundError: No module named 'datasets'\n")
+    job = subprocess.Popen(["sleep", "1"])
+    (tmp_path / "side/job/runs/r/launches/1").mkdir(parents=True)
+    (tmp_path / "side/job/runs/r/launches/1/metrics.jsonl").write_text('{"step": 1}\n')
+    done, took = wait(tmp_path, 50, job.pid, log)
+    job.wait()
+    assert done.returncode == 0, done.stderr
+    assert f"[wait] pid {job.pid} ended after" in done.stdout and took < 20  # not the 50 s asked for
+    assert done.stdout.endswith("No module named 'datasets'\n")  # the log's last line
+    assert (tmp_path / "out/job.metrics.jsonl").exists()  # harvested on the way
+
+
+def test_a_wait_on_a_live_job_returns_at_its_seconds(tmp_path):
+    job = subprocess.Popen(["sleep", "30"])
+    try:
+        done, took = wait(tmp_path, 1, job.pid, tmp_path / "absent.log")
+    finally:
+        job.kill()
+        job.wait()
+    assert done.returncode == 0 and f"[wait] pid {job.pid} still running after 1 s" in done.stdout and took < 10

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the runs on a lent machine have measured so far, copied flat into $OUT, so that a lease lost mid-run still
 # leaves its evidence (run 8 of results/node/README.md lost a finished step this way). Run it in every waiting call:
-#   for i in $(seq 28); do sleep 20; bash /tmp/repo/tests/gpu/harvest.sh; done
+#   bash /tmp/repo/tests/gpu/wait.sh 560 $(cat /tmp/job.pid) LOG   (harvests every 20 s; returns when the job ends)
 # Copies the node records and their history, each run's per-phase memory rows (RL_NODE_WORK's phase-memory/), each
 # launch's metrics.jsonl and the last LOG_TAIL bytes (default 300 KB) of its verl.log. Names say the run:
 # <job>.<recipe>.rank0.jsonl, <job>.metrics.jsonl, <job>.verl.log, <job> being the side_by_side.sh job (or "run").
