@@ -130,7 +130,7 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
         # verl's FSDP models load with flash_attention_2 unless overridden, and packing uses its varlen kernels
         needs["flash_attn"] = (f"flash-attn (requirements/gpu-flash-attn.txt), or run without it: "
                                f"ARGS=\"+configs/attention={attention_fragment(cfg)}\" (a local launch adds it itself)")
-    if cfg.model_engine != "megatron" and cfg.actor_rollout_ref.model.get("use_liger"):
+    if liger_runs(cfg):
         needs["liger_kernel"] = "liger-kernel (requirements/gpu.txt; configs/kernels/liger)"
     loggers = {"wandb": "wandb (configs/logging/wandb)", "tensorboard": "tensorboard (configs/logging/tensorboard)",
                "mlflow": "mlflow (configs/logging/mlflow)"}
@@ -139,6 +139,11 @@ def required_packages(cfg: DictConfig) -> dict[str, str]:
             needs[backend] = loggers[backend]
     needs.update(reward_packages(cfg))
     return needs
+
+
+def liger_runs(cfg: DictConfig) -> bool:
+    """Whether verl applies Liger's kernels: use_liger on an FSDP engine (the Megatron engine ignores the key)."""
+    return cfg.model_engine != "megatron" and bool(cfg.actor_rollout_ref.model.get("use_liger"))
 
 
 def reward_packages(cfg: DictConfig) -> dict[str, str]:

@@ -52,8 +52,10 @@ def learn_args(recipe: Recipe, tiny: Path, model: str | None = None) -> list[str
 def trained_with(cfg) -> dict:
     """The lr and steps of a composed learning run, and whether Liger's kernels ran (a recipe may turn them on itself):
     with the task's version, what a rerun repeats (tally.setting)."""
+    from verl_recipes.check.preflight import liger_runs
+
     return {"steps": int(cfg.trainer.total_training_steps), "lr": float(cfg.actor_rollout_ref.actor.optim.lr),
-            "liger": bool(cfg.actor_rollout_ref.model.get("use_liger")) and cfg.model_engine != "megatron"}
+            "liger": liger_runs(cfg)}
 
 
 def setting(recipe: Recipe) -> dict:
