@@ -95,7 +95,7 @@ def test_the_gpu_checkout_path_declares_the_entry_point(tmp_path):
     done = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     declared = ("['verl_recipes.runtime.weight_push_socket', 'verl_recipes.runtime.faults', "  # pyproject.toml's order
                 "'verl_recipes.runtime.phase_memory', 'verl_recipes.runtime.vllm_preemptions', "
-                "'verl_recipes.runtime.replay_poll']")
+                "'verl_recipes.runtime.replay_poll', 'verl_recipes.runtime.checkpoint_names']")
     assert done.stdout.strip() == declared, done.stdout + done.stderr
 
 
