@@ -1,6 +1,7 @@
 """tests/gpu/harvest.sh on a fake lent machine: what live runs have measured (node records, per-phase memory rows,
 verl's metrics and log tail) lands flat in $OUT, named by job, and an empty machine copies nothing and exits 0.
-tests/gpu/wait.sh: a waiting call returns when the job it waits on has ended, harvesting as it goes."""
+tests/gpu/wait.sh: a waiting call returns when the job it waits on has ended, harvesting as it goes, and hands back
+more files than a device call returns as one archive."""
 
 import subprocess
 from pathlib import Path
@@ -48,7 +49,7 @@ def wait(tmp_path: Path, seconds: int, pid: int, log: Path) -> tuple[subprocess.
 
     env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "REPO_COPY": str(tmp_path / "repo"),
            "SIDE_ROOT": str(tmp_path / "side"), "RL_RUNS_DIR": str(tmp_path / "runs"), "POLL_S": "0.2",
-           "TAIL_LINES": "1"}
+           "TAIL_LINES": "1", "JOB_OUT": str(tmp_path / "job_out")}
     (tmp_path / "out").mkdir(exist_ok=True)
     started = time.monotonic()
     done = subprocess.run(["bash", str(REPO / "tests/gpu/wait.sh"), str(seconds), str(pid), str(log)], env=env,
@@ -78,3 +79,21 @@ def test_a_wait_on_a_live_job_returns_at_its_seconds(tmp_path):
         job.kill()
         job.wait()
     assert done.returncode == 0 and f"[wait] pid {job.pid} still running after 1 s" in done.stdout and took < 10
+
+
+def test_the_jobs_own_files_come_back_and_more_than_eight_as_one_archive(tmp_path):
+    import tarfile
+
+    job_out = tmp_path / "job_out"
+    job_out.mkdir()
+    (job_out / "chain.log").write_text("CHAIN DONE\n")
+    done, _ = wait(tmp_path, 5, subprocess.Popen(["true"]).pid, job_out / "chain.log")
+    assert done.returncode == 0 and sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chain.log"]
+    for i in range(9):  # three smokes' records and logs: more than a device call brings back
+        (job_out / f"sgl_{i}.log").write_text(f"run {i}\n")
+    done, _ = wait(tmp_path, 5, subprocess.Popen(["true"]).pid, job_out / "chain.log")
+    assert done.returncode == 0 and "harvest.tgz" in done.stdout
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["harvest.tgz"]
+    with tarfile.open(tmp_path / "out/harvest.tgz") as archive:
+        assert sorted(Path(n).name for n in archive.getnames() if n != ".") == sorted(
+            ["chain.log", *(f"sgl_{i}.log" for i in range(9))])

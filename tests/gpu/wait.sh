@@ -5,6 +5,7 @@
 # background job started with `setsid nohup ... & echo $! > /tmp/job.pid`. It returns as soon as PID is gone, or
 # after SECONDS (under the call's limit), printing which and LOG's last TAIL_LINES (default 30) lines. On 2026-11-29 a
 # chain died at once on a missing environment and a plain `sleep` loop held the machine 520 s for nothing.
+# JOB_OUT: the folder the job writes its own files to (harvest.sh copies them too).
 set -uo pipefail
 seconds=${1:?usage: wait.sh SECONDS PID [LOG]} pid=${2:?usage: wait.sh SECONDS PID [LOG]} log=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,5 +25,12 @@ while :; do
   sleep "$poll"
 done
 echo "[wait] pid $pid $state"
+# a call brings back at most OUT_FILES (8) files of $OUT (the device tool's limit): more go back as one archive, so
+# no evidence is left behind (2026-11-29: a failed smoke's log did not come back beside eight other files)
+if [ -n "${OUT:-}" ] && [ "$(find "$OUT" -type f | wc -l)" -gt "${OUT_FILES:-8}" ]; then
+  archive=$(mktemp /tmp/harvest.XXXXXX.tgz)
+  tar -czf "$archive" -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv "$archive" "$OUT/harvest.tgz"
+  echo "[wait] more than ${OUT_FILES:-8} files: all of them in \$OUT/harvest.tgz"
+fi
 [ -n "$log" ] && [ -f "$log" ] && tail -n "${TAIL_LINES:-30}" "$log"
 exit 0
