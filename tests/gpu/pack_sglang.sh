@@ -68,9 +68,15 @@
 #        eval "$(bash tests/gpu/pack_sglang.sh env)" && bash /tmp/gpu/bin/run.sh NAME none 500 -- your command
 #      (layer set none: the PYTHONPATH from env is the set; run.sh keeps it in front). The kit's spares (layers/Z of
 #      /tmp/gpu) still retry on "No module named"; tests/gpu/kit_spares.sh adds the four our runs always need.
-#      A recipe's tiny smoke on SGLang (allow 6 minutes: 3.7 before the first rollout, 2026-11-28):
+#      A recipe's tiny smoke on SGLang (allow 8 minutes: 400-470 s on 1 x H200, 2026-11-29, 5 of them start-up):
 #        eval "$(bash tests/gpu/pack_sglang.sh env)" && bash /tmp/gpu/bin/run.sh sgl_text none 500 -- env \
 #          SMOKE_ARGS=configs/rollout=sglang bash tests/gpu/smoke_tiny.sh qwen25-7b-grpo /tmp/tiny_sgl
+#      Several smokes outlast a call: in call 6, copy the tree to /tmp/repo (tar without .gpu, .whl, .git, .venv),
+#      write a chain (`cd /tmp/repo; eval "$(bash tests/gpu/pack_sglang.sh env)"; export OUT=/tmp/lo LOGDIR=/tmp/lo;`
+#      then one run.sh line per smoke), start it with `(env -u OUT setsid nohup bash /tmp/chain.sh > /tmp/lo/chain.log
+#      2>&1 & echo $! > /tmp/job.pid)`, and wait in this call and the next ones, each issued at once:
+#        cd /tmp/repo && JOB_OUT=/tmp/lo bash tests/gpu/wait.sh 540 $(cat /tmp/job.pid) /tmp/lo/chain.log
+#      (three smokes' files are more than a call brings back: wait.sh packs them into harvest.tgz).
 # verl 0.9.1 picks SGLang's flashinfer attention backend for sglang >= 0.5.12 (async_sglang_server.py: FA3's CUDA-graph
 # capture is broken there), and SGLang samples with flashinfer: both compile their kernels on first use, which needs
 # nvcc and a C++ compiler (`check` says whether the machine has them). Without them, run with
