@@ -12,12 +12,18 @@ from pathlib import Path
 from verl_recipes.catalog import REPO
 
 SBATCH = REPO / "scripts/slurm/recipe.sbatch"
-# each step logs its command and what it sees of the token; a `ray start --block` step lives until the job stops it
+# each step logs its command and what it sees of the token; a `ray start --block` step lives until the job stops it;
+# `wait-nodes` returns once every node's `ray start` has logged, as the real one waits for the nodes to join (without
+# it, a loaded machine let the job end and kill the worker's step before that step had logged: 1 start of 2)
 SRUN = """#!/bin/bash
 token=${RAY_AUTH_TOKEN_PATH:-}
 mode=$( [ -n "$token" ] && [ -f "$token" ] && stat -c %a "$token" )
 echo "srun $* | RAY_AUTH_MODE=${RAY_AUTH_MODE:-} path=$token mode=$mode token=$( [ -n "$token" ] && cat "$token" )" >> "$STEPS_LOG"
-case "$*" in *"ray start"*--block*) exec sleep 60 ;; esac
+case "$*" in
+  *"ray start"*--block*) exec sleep 60 ;;
+  *wait-nodes*--nodes\ *) all="$*"; nodes=${all##*--nodes }; nodes=${nodes%% *}
+    for _ in $(seq 200); do [ "$(grep -c 'ray start' "$STEPS_LOG")" -ge "$nodes" ] && break; sleep 0.05; done ;;
+esac
 """
 SCONTROL = "#!/bin/bash\necho n1\necho n2\n"
 
