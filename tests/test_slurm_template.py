@@ -21,7 +21,7 @@ mode=$( [ -n "$token" ] && [ -f "$token" ] && stat -c %a "$token" )
 echo "srun $* | RAY_AUTH_MODE=${RAY_AUTH_MODE:-} path=$token mode=$mode token=$( [ -n "$token" ] && cat "$token" )" >> "$STEPS_LOG"
 case "$*" in
   *"ray start"*--block*) exec sleep 60 ;;
-  *wait-nodes*--nodes\ *) all="$*"; nodes=${all##*--nodes }; nodes=${nodes%% *}
+  *wait-nodes*"--nodes "*) all="$*"; nodes=${all##*--nodes }; nodes=${nodes%% *}
     for _ in $(seq 200); do [ "$(grep -c 'ray start' "$STEPS_LOG")" -ge "$nodes" ] && break; sleep 0.05; done ;;
 esac
 """
