@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,13 +227,23 @@ def test_make_check_over_worker_processes_proves_and_fails_as_one_process_does()
 
 
 def test_make_check_takes_a_worker_an_idle_cpu_up_to_its_cap(monkeypatch):
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.3, 0.5, 0.5))
+    monkeypatch.setattr(cli, "running_elsewhere", lambda: 0)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     assert cli.check_jobs() == cli.MAX_CHECK_JOBS
     monkeypatch.delattr(os, "sched_getaffinity")  # macOS: no affinity, the CPU count
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert cli.check_jobs() == 2
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.2, 1.0, 0.5))  # one CPU busy elsewhere
+    monkeypatch.setattr(cli, "running_elsewhere", lambda: 1)  # make test's other worker
     assert cli.check_jobs() == 1
-    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 4.0, 2.0))  # busier than it has CPUs: still one
+    monkeypatch.setattr(cli, "running_elsewhere", lambda: 5)  # busier than it has CPUs: still one
     assert cli.check_jobs() == 1
+
+
+def test_the_processes_running_elsewhere_leave_this_one_out():
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert cli.running_elsewhere() >= 1  # the busy loop, whatever else runs
+    finally:
+        busy.kill()
+        busy.wait()

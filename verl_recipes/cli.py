@@ -157,8 +157,17 @@ def check_jobs() -> int:
     """A worker per idle CPU, at least one: on a busy machine a worker more only adds its imports (check all on two
     cores, 2026-11-29: 174 CPU seconds over two workers, 154 in one process), as under make test's two workers."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # macOS has none
-    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0  # the last minute's runnable processes
-    return max(1, min(cpus - busy, MAX_CHECK_JOBS))
+    return max(1, min(cpus - running_elsewhere(), MAX_CHECK_JOBS))
+
+
+def running_elsewhere() -> int:
+    """Processes running right now besides this one (Linux's /proc/loadavg; 0 where there is none). Not the load
+    average: a minute after a test run it still counts the finished tests."""
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return max(0, running - 1)
 
 
 def _proofs(tasks: list, jobs: int):
