@@ -43,6 +43,27 @@ def test_qwen25_vl_leaves_under_its_checkpoint_names():
     assert {n.split(".")[0] for n in patched} == {"visual", "model", "lm_head"}
 
 
+def test_a_model_sharded_by_fsdp2_is_renamed_by_its_transformers_class():
+    """verl's FSDP engine hands convert_weight_keys the FSDP2 module, whose class fully_shard swapped for
+    FSDPQwen2_5_VLForConditionalGeneration: looked up by that name, nothing would be renamed."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    config = copy.deepcopy(random_models.TINY["qwen2_5_vl"])
+    config["text_config"]["vocab_size"] = 256
+    model = random_models._model(random_models._config(config), "cpu", torch.float32)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        fully_shard(model)
+        assert type(model).__name__ == "FSDPQwen2_5_VLForConditionalGeneration"
+        names = list(checkpoint_names.with_checkpoint_names(verl_model.convert_weight_keys)(model.state_dict(), model))
+    finally:
+        dist.destroy_process_group()
+    assert "visual.blocks.0.mlp.gate_proj.weight" in names and "model.norm.weight" in names
+    assert not [n for n in names if n.startswith(("model.visual", "model.language_model"))]
+
+
 @pytest.mark.parametrize("family", ["qwen2", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe"])
 def test_models_whose_checkpoints_carry_their_names_keep_them(family):
     unpatched, patched = exported(family)

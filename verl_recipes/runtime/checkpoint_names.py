@@ -10,7 +10,8 @@ KeyError 'model.visual.blocks.0.mlp.gate_up_proj.weight' (update_weights_from_te
 its loader skips, without a word, any unfused weight whose name it does not know (the norms).
 
 For a model without the attribute, this sets it from the renamings that transformers 5 registers for the model's
-class (then its model_type, in transformers' order), so verl's own rename runs again: Qwen2-VL and Qwen2.5-VL.
+class (then its model_type, in transformers' order), so verl's own rename runs again: Qwen2-VL and Qwen2.5-VL. The
+class is the transformers one under FSDP2's FSDP<name> subclass.
 A model whose registered transforms also fuse tensors (the MoE experts) or that has none (Qwen2, Qwen3, Qwen3-VL,
 whose checkpoints carry the new names) keeps its names.
 
@@ -35,12 +36,18 @@ def registered_renamings(model) -> dict[str, str]:
     from transformers.conversion_mapping import get_checkpoint_conversion_mapping
     from transformers.core_model_loading import WeightRenaming
 
-    transforms = get_checkpoint_conversion_mapping(type(model).__name__)
+    transforms = get_checkpoint_conversion_mapping(transformers_class(model).__name__)
     if transforms is None:
         transforms = get_checkpoint_conversion_mapping(getattr(model.config, "model_type", None)) or []
     if not all(type(t) is WeightRenaming for t in transforms):
         return {}
     return {source: target for t in transforms for source, target in zip(t.source_patterns, t.target_patterns)}
+
+
+def transformers_class(model) -> type:
+    """The model's transformers class: FSDP2 swaps a sharded module's class for a subclass of it, FSDP<name>, which no
+    registry knows (verl's FSDP engine hands convert_weight_keys that module)."""
+    return next((cls for cls in type(model).__mro__ if cls.__module__.startswith("transformers.")), type(model))
 
 
 def with_checkpoint_names(convert):
