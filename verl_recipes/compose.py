@@ -126,11 +126,10 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
         cfg = _hydra_compose(recipe.config_name, overrides, _inputs_digest(recipe.config_name, args))
     except HydraException as err:
         raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe)}") from None
-    if naming:
+    if naming:  # a copy of the cached composition, ours to resolve in place
         cfg = _with_run_names(cfg, recipe, args)
-    elif not resolve:
-        cfg = copy_config(cfg)  # the cached one stays as composed
-    return resolved(cfg, recipe) if resolve else cfg
+        return _resolve_in_place(cfg, recipe) if resolve else cfg
+    return resolved(cfg, recipe) if resolve else copy_config(cfg)  # the cached one stays as composed
 
 
 # A folder that processes of one session share their compositions through (the test session sets it: its workers,
@@ -205,13 +204,16 @@ def _inputs_digest(config_name: str, args: list[str]) -> str:
 def resolved(cfg: DictConfig, recipe: Recipe) -> DictConfig:
     """Every interpolation, ours and verl's, replaced by its value, in a copy that takes new keys. Resolved in place
     on a copy: 40% faster than rebuilding the config from a resolved container (0.09 against 0.15 s a recipe)."""
-    out = copy_config(cfg)
+    return _resolve_in_place(copy_config(cfg), recipe)
+
+
+def _resolve_in_place(cfg: DictConfig, recipe: Recipe) -> DictConfig:
     try:
-        OmegaConf.resolve(out)
+        OmegaConf.resolve(cfg)
     except Exception as err:  # an interpolation that cannot resolve names its key
         raise RecipeError(f"{recipe.label}: cannot resolve the config: {err}") from None
-    OmegaConf.set_struct(out, False)
-    return out
+    OmegaConf.set_struct(cfg, False)
+    return cfg
 
 
 @functools.cache
