@@ -16,13 +16,18 @@ from verl_recipes.runtime import checkpoint_names
 verl_model = pytest.importorskip("verl.utils.model")
 
 
-def exported(family: str) -> tuple[list[str], list[str]]:
-    """The state dict's names of `family`'s tiny model, as verl exports them unpatched and patched."""
+def tiny(family: str, device: str):
+    """`family`'s tiny model with a 256-token vocabulary, in fp32 on `device`."""
     import torch
 
     config = copy.deepcopy(random_models.TINY[family])
     config.get("text_config", config)["vocab_size"] = 256
-    model = random_models._model(random_models._config(config), "meta", torch.bfloat16)
+    return random_models._model(random_models._config(config), device, torch.float32)
+
+
+def exported(family: str) -> tuple[list[str], list[str]]:
+    """The state dict's names of `family`'s tiny model, as verl exports them unpatched and patched."""
+    model = tiny(family, "meta")
     names = list(model.state_dict())
     unpatched = list(verl_model.convert_weight_keys(dict.fromkeys(names), model))
     patched = list(checkpoint_names.with_checkpoint_names(verl_model.convert_weight_keys)(dict.fromkeys(names), model))
@@ -46,13 +51,10 @@ def test_qwen25_vl_leaves_under_its_checkpoint_names():
 def test_a_model_sharded_by_fsdp2_is_renamed_by_its_transformers_class():
     """verl's FSDP engine hands convert_weight_keys the FSDP2 module, whose class fully_shard swapped for
     FSDPQwen2_5_VLForConditionalGeneration: looked up by that name, nothing would be renamed."""
-    import torch
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
-    config = copy.deepcopy(random_models.TINY["qwen2_5_vl"])
-    config["text_config"]["vocab_size"] = 256
-    model = random_models._model(random_models._config(config), "cpu", torch.float32)
+    model = tiny("qwen2_5_vl", "cpu")
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         fully_shard(model)

@@ -54,10 +54,8 @@ def with_checkpoint_names(convert):
     """verl's convert_weight_keys, given the renamings of a model that transformers 5 left without them."""
 
     def convert_weight_keys(state_dict, model):
-        if not hasattr(model, "_checkpoint_conversion_mapping"):
-            renamings = registered_renamings(model)
-            if renamings:
-                model._checkpoint_conversion_mapping = renamings
+        if not hasattr(model, "_checkpoint_conversion_mapping"):  # looked up once a model; {} renames nothing
+            model._checkpoint_conversion_mapping = registered_renamings(model)
         return convert(state_dict, model)
 
     setattr(convert_weight_keys, MARK, True)
