@@ -41,6 +41,21 @@ def test_a_lever_arm_is_ours_plus_its_fragment_and_fits_one_gpu(arm):
     assert ("CHANGES THE MATH" in header) == settings.changes_math
 
 
+def test_the_levers_arm_is_ours_plus_every_lever_that_keeps_the_math_and_fits_one_gpu():
+    keeps = [arm for arm in e2e_levers.LEVERS if not e2e_arms.ARMS[arm].changes_math]
+    assert len(keeps) == 4 and "ours_levers" not in e2e_levers.LEVERS
+    config, cfg = composed("ours_levers")
+    ours, levers = flatten(composed("ours")[1]), flatten(cfg)
+    for arm in keeps:  # each lever's values, as its own arm has them
+        own = flatten(composed(arm)[1])
+        assert {key: levers[key] for key in own if own[key] != ours.get(key)} == \
+            {key: own[key] for key in own if own[key] != ours.get(key)}
+    wanted = set().union(*(flatten(OmegaConf.load(REPO / f"{e2e_arms.ARMS[arm].fragment}.yaml")) for arm in keeps))
+    assert {key for key in ours.keys() | levers.keys() if ours.get(key) != levers.get(key)} == wanted
+    plan = memory_plan(cfg, config)
+    assert plan.fits and not plan.errors, plan.verdict
+
+
 # the six levers: two waves of four GPUs, what one lease holds (bench/README.md); a seventh would take a third
 SIX = e2e_levers.LEVERS
 

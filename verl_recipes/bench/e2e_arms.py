@@ -24,6 +24,7 @@ class Arm:
     verl_example: bool = False  # verl's example settings instead of the recipe
     fragment: str | None = None  # a lever: one config fragment over the recipe, e.g. "configs/perf/no_recompute"
     changes_math: bool = False  # the lever trains on other numbers than ours: opt-in only, never a default
+    bundle: bool = False  # the fragment lists several levers' fragments: their sum, not a lever of its own
 
     @property
     def override(self) -> str:
@@ -46,6 +47,8 @@ ARMS = {
     "ours_replay_poll": Arm(gpus=1, fragment="configs/perf/replay_poll"),
     "ours_bypass": Arm(gpus=1, fragment="configs/perf/bypass_old_log_prob", changes_math=True),
     "ours_colocate_async": Arm(gpus=1, fragment="configs/perf/colocate_async", changes_math=True),
+    # every lever above that preserves the math, at once (configs/perf/levers)
+    "ours_levers": Arm(gpus=1, fragment="configs/perf/levers", bundle=True),
 }
 
 

@@ -23,7 +23,7 @@ from verl_recipes.bench import e2e_arms
 from verl_recipes.catalog import REPO
 
 RESULTS = REPO / "bench/results"
-LEVERS = [arm for arm, settings in e2e_arms.ARMS.items() if settings.fragment]
+LEVERS = [arm for arm, settings in e2e_arms.ARMS.items() if settings.fragment and not settings.bundle]
 
 
 def wall_s(arm: str) -> float:
