@@ -14,29 +14,15 @@ from verl_recipes.check.gates import read_metrics
 
 FIXTURE = Path(__file__).parent / "fixtures/bench/e2e.metrics.jsonl"
 RESULTS = Path(__file__).parent.parent / "bench/results"
-EOS, MAX = 2, 2048
+MAX = 2048
 SMALL_MAX, SMALL_MEDIAN = 256, 125  # the bench's 2048 / 1000, scaled down 8x so the simulation is quick
-
-
-def generate(forced: ForcedLengths, prompts: list[list[int]], max_tokens: int, vocab: int = 8) -> list[int]:
-    """Run requests through the rule as vLLM would (one batch row each, the rule applied every step); the model's own
-    logits are flat, so EOS comes only where the rule puts it. Returns each response's length."""
-    outputs = [[] for _ in prompts]
-    for row, prompt in enumerate(prompts):
-        forced.add(row, prompt, max_tokens, outputs[row])
-    while forced.rows:
-        tokens = forced.apply(torch.zeros(len(prompts), vocab)).argmax(-1).tolist()
-        for row in list(forced.rows):
-            outputs[row].append(tokens[row])
-            if tokens[row] == EOS or len(outputs[row]) == max_tokens:
-                forced.remove(row)
-    return [len(out) for out in outputs]
 
 
 def test_forced_lengths_follow_the_bench_distribution():
     # 200 prompts x 5 samples, as a GRPO step sends them
     prompts = [[i, i + 1, i + 2] for i in range(200) for _ in range(5)]
-    realised = np.array(generate(ForcedLengths([EOS], median=SMALL_MEDIAN), prompts, SMALL_MAX))
+    forced = ForcedLengths(median=SMALL_MEDIAN)
+    realised = np.array([forced.target(prompt, SMALL_MAX) for prompt in prompts])
     target = lengths.sample(20000, max_response=SMALL_MAX, median=SMALL_MEDIAN, seed=1).responses
     assert abs(np.median(realised) / np.median(target) - 1) < 0.1  # median ~1000
     # at the maximum: the 10% spike plus the log-normal's clip above it (0.9 x 21%)
@@ -46,24 +32,15 @@ def test_forced_lengths_follow_the_bench_distribution():
     assert (groups.min(1) < groups.max(1)).mean() > 0.95  # a group's samples get different lengths
 
 
-def test_same_prompts_get_the_same_lengths_and_rows_can_move():
-    first = ForcedLengths([EOS])
-    again = ForcedLengths([EOS])
-    targets = [first.add(row, [7, 8], MAX, []) for row in range(3)]
-    assert targets == [again.add(row, [7, 8], MAX, []) for row in range(3)]
-    first.move(0, 2, swap=True)
-    assert [first.rows[r][0] for r in (0, 2)] == [targets[2], targets[0]]
-    first.move(1, 0, swap=False)
-    assert sorted(first.rows) == [0, 2] and first.rows[0][0] == targets[1]
-
-
-def test_eos_masked_before_the_target_forced_on_it_and_never_for_the_truncated():
-    forced = ForcedLengths([EOS])
-    forced.rows = {0: (4, MAX, [5, 5]), 1: (4, MAX, [5, 5, 5]), 2: (MAX, MAX, [5] * (MAX - 1))}
-    logits = forced.apply(torch.zeros(3, 8))
-    assert logits[0, EOS] == float("-inf") and logits[0, 3] == 0
-    assert logits[1, EOS] == 0 and torch.isinf(logits[1, [0, 1, 3]]).all()  # the 4th token is EOS
-    assert logits[2, EOS] == float("-inf")  # the truncated 10% run to max_tokens
+def test_same_prompts_get_the_same_lengths_in_any_order_and_form():
+    first, again = ForcedLengths(), ForcedLengths()
+    group = [first.target([7, 8], MAX) for _ in range(5)]
+    assert len(set(group)) > 1 and max(group) <= MAX  # a GRPO group's samples differ
+    # another server (arm) that gets the group as an array, a tensor and lists, after another prompt: the same lengths
+    again.target([9], MAX)
+    forms = [np.array([7, 8]), torch.tensor([7, 8]), [7, 8], (7, 8), [np.int64(7), 8]]
+    assert [again.target(prompt, MAX) for prompt in forms] == group
+    assert all(ForcedLengths().target([7, 8], cap) <= cap for cap in (1, 16, 100))
 
 
 def test_response_target_matches_the_sampled_distribution():

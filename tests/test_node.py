@@ -25,7 +25,6 @@ from verl_recipes.node import config as node_config
 from verl_recipes.node import gates, inputs, record, run_log
 from verl_recipes.node.config import compose_node
 from verl_recipes.node.overrides import GLOBAL_COUNTS, literal
-from verl_recipes.random_models import MODELS_DIR
 from verl_recipes.runtime import phase_memory, vllm_preemptions
 
 # issue 44's recipes, as named under recipes/ (all seven exist; qwen25-7b-grpo with its megatron variant)
@@ -109,8 +108,7 @@ def test_a_count_that_does_not_scale_names_its_key():
 
 def test_overrides_are_written_in_hydras_grammar(node4):
     args = node4.args("/models/q 7b")
-    assert "+actor_rollout_ref.rollout.engine_kwargs.vllm.logits_processors=" \
-           "['verl_recipes.runtime.vllm_forced_lengths:ForcedLengthsProcessor']" in args  # a key verl does not declare
+    assert "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_RECIPES_FORCED_LENGTHS='1'" in args  # a key verl lacks
     assert "reward.custom_reward_function.path='pkg://verl_recipes.rewards.coin'" in args
     assert "actor_rollout_ref.model.path='/models/q 7b'" in args
     assert literal(False) == "false" and literal(None) == "null" and literal("it's") == "'it\\'s'"
@@ -356,34 +354,6 @@ def test_preemptions_are_counted_per_engine_and_summed(capsys):
     other = vllm_preemptions.LINE.format(engine=0, pid=99, total=4)
     assert vllm_preemptions.total(lines + other + "\n") == 5 + 4
     assert vllm_preemptions.total(other) is None  # counts without the patch's word that it counted: not trusted
-
-
-def test_the_engine_stops_a_random_model_on_every_stop_id_it_has():
-    from verl_recipes.bench.forced_lengths import eos_ids
-
-    # the model config's eos and the generation config's: masking only one would let a random model stop on the other
-    assert eos_ids(151645, [151645, 151643], None) == [151643, 151645]
-
-
-@pytest.mark.parametrize("shape", ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct"])
-def test_the_engine_finds_the_stop_id_of_every_family(shape):
-    from transformers import AutoConfig
-
-    from verl_recipes.bench.forced_lengths import model_eos_ids
-
-    # a VL config keeps eos_token_id on its text config only: reading the top level crashed vLLM's workers
-    config = AutoConfig.from_pretrained(MODELS_DIR / shape)
-    assert model_eos_ids(config, {"eos_token_id": [151643]}, shape) == [151643, 151645]
-    assert model_eos_ids(config, None, shape) == [151645]
-
-
-def test_a_model_without_a_stop_id_is_named():
-    from transformers import PretrainedConfig
-
-    from verl_recipes.bench.forced_lengths import model_eos_ids
-
-    with pytest.raises(ValueError, match="/models/none names no eos_token_id"):
-        model_eos_ids(PretrainedConfig(), {}, "/models/none")
 
 
 @pytest.mark.slow

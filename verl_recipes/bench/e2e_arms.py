@@ -13,7 +13,6 @@ from pathlib import Path
 
 from verl_recipes.catalog import Recipe, parse
 
-LENGTHS_PROCESSOR = "verl_recipes.runtime.vllm_forced_lengths:ForcedLengthsProcessor"
 EXAMPLE_CONFIG = "verl_recipes/bench/verl_example"  # relative to the repo root, like a recipe's config_name
 
 
@@ -83,7 +82,7 @@ def bench_args(arm: str, model: Path, data_files: list[Path], steps: int, batch:
         "trainer.test_freq=-1",
         "trainer.save_freq=-1",
         "trainer.logger=['console','file']",
-        f"+actor_rollout_ref.rollout.engine_kwargs.vllm.logits_processors=['{LENGTHS_PROCESSOR}']",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_RECIPES_FORCED_LENGTHS='1'",  # runtime/forced_lengths.py
         "+configs/attention=torch_varlen",  # no flash-attn on the lent machine: the same stand-in in every arm
     ]
     if settings.fragment:
