@@ -87,3 +87,18 @@ def test_the_plan_takes_each_arm_s_committed_wall_time_and_refuses_what_seconds_
     assert e2e_levers.main(["1300", "--dry-run"]) == 0  # every lever is SIX: the default plan fits a lease
     with pytest.raises(SystemExit):
         e2e_levers.main(["1300", "--arms", "colocated_2gpu", "--dry-run"])
+
+
+def test_the_sglang_arm_is_ours_with_sglangs_rollout_fragment_for_vllms():
+    rollout = REPO / "configs/rollout"
+    ours, sglang = flatten(composed("ours")[1]), flatten(composed("ours_sglang")[1])
+    differing = {key for key in ours.keys() | sglang.keys() if ours.get(key) != sglang.get(key)}
+    swapped = set(flatten(OmegaConf.load(rollout / "vllm.yaml"))) | set(flatten(OmegaConf.load(rollout / "sglang.yaml")))
+    # beyond the two fragments' keys: their parent dicts, and verl's keys that follow rollout.name (distillation's)
+    extra = {key for key in differing - swapped
+             if not any(k.startswith(key + ".") for k in swapped) and (ours.get(key), sglang.get(key)) != ("vllm", "sglang")}
+    assert differing and not extra, extra
+    assert sglang["actor_rollout_ref.rollout.name"] == "sglang" and "ours_sglang" not in e2e_levers.LEVERS
+    # both plugins the run needs reach Ray's workers: the weights' names and the bench's lengths
+    env = "ray_kwargs.ray_init.runtime_env.env_vars."
+    assert sglang[env + "VERL_RECIPES_CHECKPOINT_NAMES"] == "1" and sglang[env + "VERL_RECIPES_FORCED_LENGTHS"] == "1"

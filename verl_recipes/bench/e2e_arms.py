@@ -3,7 +3,8 @@
 `ours` is a recipe as `make <recipe>` runs it (our launcher); `verl_example` is verl's example settings for the same
 workload on verl's defaults (verl_example.yaml), run as verl's script runs it (`python -m verl.trainer.main_ppo`);
 `colocated_2gpu`, `separate_async` and `async` are the recipe and its async variants on two GPUs (1 + 1 for async).
-The lever arms (issue 43) are `ours` plus one fragment each, so a lever's effect is its arm against `ours`.
+The lever arms (issue 43) are `ours` plus one fragment each, so a lever's effect is its arm against `ours`;
+`ours_sglang` is `ours` rolling out with SGLang (configs/rollout=sglang, issue 46).
 Every arm gets the same shrink (bench_args): model, data, batch, steps, one rollout engine per GPU, no validation or
 checkpoints, the file logger, the forced response lengths, and the flash-attn stand-in the lent GPU machine needs.
 """
@@ -24,6 +25,7 @@ class Arm:
     fragment: str | None = None  # a lever: one config fragment over the recipe, e.g. "configs/perf/no_recompute"
     changes_math: bool = False  # the lever trains on other numbers than ours: opt-in only, never a default
     bundle: bool = False  # the fragment lists several levers' fragments: their sum, not a lever of its own
+    rollout: str | None = None  # the recipe's configs/rollout choice swapped, e.g. "sglang"
 
     @property
     def override(self) -> str:
@@ -48,6 +50,7 @@ ARMS = {
     "ours_colocate_async": Arm(gpus=1, fragment="configs/perf/colocate_async", changes_math=True),
     # every lever above that preserves the math, at once (configs/perf/levers)
     "ours_levers": Arm(gpus=1, fragment="configs/perf/levers", bundle=True),
+    "ours_sglang": Arm(gpus=1, rollout="sglang"),  # on the lent machine: SGLang's layer set (tests/gpu/pack_sglang.sh)
 }
 
 
@@ -87,6 +90,8 @@ def bench_args(arm: str, model: Path, data_files: list[Path], steps: int, batch:
     ]
     if settings.fragment:
         args.append(settings.override)
+    if settings.rollout:
+        args.append(f"configs/rollout={settings.rollout}")
     syncs = batch // mini_batch
     if settings.variant == "async":  # fully async streams prompts: no train batch, steps x batch prompts in all
         return args + ["configs/async=split_1_1", "data.train_batch_size=0",
