@@ -102,3 +102,13 @@ def test_the_sglang_arm_is_ours_with_sglangs_rollout_fragment_for_vllms():
     # both plugins the run needs reach Ray's workers: the weights' names and the bench's lengths
     env = "ray_kwargs.ray_init.runtime_env.env_vars."
     assert sglang[env + "VERL_RECIPES_CHECKPOINT_NAMES"] == "1" and sglang[env + "VERL_RECIPES_FORCED_LENGTHS"] == "1"
+
+
+def test_in_order_runs_the_given_arms_one_after_another_on_one_gpu(capsys):
+    assert e2e_levers.main(["1700", "--gpus", "1", "--in-order", "--arms", "verl_example,ours", "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "# 2 arms on 1 GPU(s): ~1151 s of 1700 s" in printed  # 579.3 + 571.9, their longest committed walls
+    jobs = [line for line in printed.splitlines() if not line.startswith("#")]
+    assert [job.split()[:2] for job in jobs] == [["0", "w1.verl_example"], ["+0", "w1.ours"]]
+    with pytest.raises(SystemExit):  # a third arm (ours_levers: 500 s on 2026-11-29) does not fit 1600 s
+        e2e_levers.main(["1600", "--gpus", "1", "--in-order", "--arms", "verl_example,ours,ours_levers", "--dry-run"])

@@ -3,7 +3,10 @@
 # (verl_recipes/bench/e2e_levers.py lays them out, estimates the time from bench/results and refuses a plan that
 # SECONDS do not fit; then tests/gpu/side_by_side.sh runs it). Files stay on the machine under LEVERS_OUT
 # (/tmp/levers): w<wave>/e2e.<arm>.{json,metrics.jsonl,config.yaml} and w<wave>.<arm>.log.
-# Usage: bash tests/gpu/bench_levers.sh SECONDS [--gpus 4] [--arms A,B] [--dry-run]
+# Usage: bash tests/gpu/bench_levers.sh SECONDS [--gpus 4] [--arms A,B] [--in-order] [--dry-run]
+# On one GPU, arms compared with each other rather than each with an `ours` of its wave (2026-11-29: verl_example then
+# ours_levers, in 1,054 s): bash tests/gpu/bench_levers.sh 1200 --gpus 1 --in-order --arms verl_example,ours; files in
+# /tmp/levers/w1 (wait with JOB_OUT=/tmp/levers/w1 so each call brings back what has finished).
 # Plan on 4 GPUs (--dry-run, from the committed walls: 572 s an arm, start-up included): the six levers take two
 # waves: wave 1 ours, ours_no_recompute, ours_logprob_budget, ours_max_num_seqs; wave 2 ours_replay_poll, ours,
 # ours_bypass, ours_colocate_async; ~1190 s of queue (Liger's arm ran on 2026-11-28 and is in `ours` since). Here

@@ -7,7 +7,9 @@ Each arm's wall time (start-up included) is the longest committed for it in benc
 `ours`' (the levers have none yet). A plan whose busiest GPU does not fit SECONDS is refused: side_by_side.sh kills
 what still runs at its deadline.
 
-    python -m verl_recipes.bench.e2e_levers SECONDS [--gpus 4] [--arms A,B,...] [--dry-run]
+    python -m verl_recipes.bench.e2e_levers SECONDS [--gpus 4] [--arms A,B,...] [--in-order] [--dry-run]
+--in-order runs the arms as given in one wave, no `ours` added (on one GPU: one after another), for a lease too short
+for an `ours` per wave, e.g. `--gpus 1 --in-order --arms verl_example,ours`.
     (on the lent machine: bash tests/gpu/bench_levers.sh SECONDS ...; its header has the device calls)
 Files: $LEVERS_OUT/w<wave>/e2e.<arm>.{json,metrics.jsonl,config.yaml}, logs $LEVERS_OUT/w<wave>.<arm>.log.
 """
@@ -70,20 +72,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("seconds", type=int, help="the deadline of the whole queue")
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--arms", default=",".join(LEVERS), help="one-GPU arms beside ours (default: every lever)")
+    parser.add_argument("--in-order", action="store_true", help="the arms as given in one wave, no ours added")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the jobs; run nothing")
     ns = parser.parse_args(argv)
-    arms = [arm for arm in ns.arms.split(",") if arm != "ours"]
+    arms = [arm for arm in ns.arms.split(",") if ns.in_order or arm != "ours"]
     wrong = [arm for arm in arms if arm not in e2e_arms.ARMS or e2e_arms.ARMS[arm].gpus != 1]
     if wrong:
         parser.error(f"not one-GPU arms of verl_recipes/bench/e2e_arms.py: {', '.join(wrong)}")
     out = Path(os.environ.get("LEVERS_OUT", "/tmp/levers"))
-    planned = waves(arms, ns.gpus)
+    planned = [arms] if ns.in_order else waves(arms, ns.gpus)
     needed = busiest_gpu_s(planned, ns.gpus, int(os.environ.get("STAGGER_S", "15")))
     for number, wave in enumerate(planned, 1):
         print(f"# wave {number}: " + ", ".join(
             f"GPU {slot % ns.gpus} {arm} ~{wall_s(arm):.0f} s"
             + (" (changes the math)" if e2e_arms.ARMS[arm].changes_math else "") for slot, arm in enumerate(wave)))
-    print(f"# {len(arms)} arms and {len(planned)} x ours on {ns.gpus} GPU(s): ~{needed:.0f} s of {ns.seconds} s")
+    added = "" if ns.in_order else f" and {len(planned)} x ours"
+    print(f"# {len(arms)} arms{added} on {ns.gpus} GPU(s): ~{needed:.0f} s of {ns.seconds} s")
     if needed > ns.seconds:
         parser.error(f"the busiest GPU needs ~{needed:.0f} s > {ns.seconds} s; give more seconds or fewer --arms")
     laid = jobs(planned, ns.gpus, out)
