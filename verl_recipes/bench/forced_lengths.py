@@ -36,8 +36,9 @@ class ForcedLengths:
         self.seen = Counter()  # prompt tokens (int64 bytes) -> requests with that prompt so far
 
     def target(self, prompt_ids, max_tokens: int) -> int:
-        """This request's length, at most max_tokens; prompt_ids as a list, an array or a CPU tensor."""
-        prompt = np.asarray(prompt_ids, dtype=np.int64).tobytes()
+        """This request's length, at most max_tokens; prompt_ids as a list, an array or a tensor (on any device)."""
+        ids = prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids
+        prompt = np.asarray(ids, dtype=np.int64).tobytes()
         key = request_key(prompt, self.seen[prompt])
         self.seen[prompt] += 1
         return response_target(key, max_tokens, self.median)
