@@ -3,6 +3,8 @@
 that runs them beside `ours` (verl_recipes/bench/e2e_levers.py). `make bench-e2e DRY=1` proves every arm against
 verl 0.9.1 (tests/test_bench_e2e.py)."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,19 @@ def test_in_order_runs_the_given_arms_one_after_another_on_one_gpu(capsys):
     assert [job.split()[:2] for job in jobs] == [["0", "w1.verl_example"], ["+0", "w1.ours"]]
     with pytest.raises(SystemExit):  # a third arm (ours_levers: 500 s on 2026-11-29) does not fit 1600 s
         e2e_levers.main(["1600", "--gpus", "1", "--in-order", "--arms", "verl_example,ours,ours_levers", "--dry-run"])
+
+
+def test_the_device_script_reads_the_plan_with_the_kits_verl_layers(tmp_path):
+    """tests/gpu/bench_levers.sh on the lent machine: its python has no omegaconf until the kit's env.sh puts verl's
+    layers on PYTHONPATH; here a stand-in env.sh records that it was sourced."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/env.sh").write_text('echo "kit layers: $1" >&2\n')
+    python = tmp_path / "py/python3"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/bench_levers.sh"), "1200", "--gpus", "1", "--in-order",
+                           "--arms", "verl_example,ours", "--dry-run"], capture_output=True, text=True, timeout=120,
+                          env={"PATH": f"{python.parent}:/usr/bin:/bin", "GPU_KIT": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "kit layers: verl" in done.stderr and "+0 w1.ours env OUT=/tmp/levers/w1" in done.stdout

@@ -28,4 +28,7 @@
 #        tar -czf $OUT/levers.tgz -C /tmp/levers .
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# the plan reads the arms through verl_recipes.catalog (omegaconf, hydra): on the lent machine, the kit's verl layers
+kit_env=${GPU_KIT:-/tmp/gpu}/bin/env.sh
+if [ -f "$kit_env" ]; then source "$kit_env" verl; fi
 exec python3 -m verl_recipes.bench.e2e_levers "$@"
