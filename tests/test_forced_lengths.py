@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verl_recipes.bench import e2e_arms, lengths
+from verl_recipes.bench import e2e_arms, e2e_inputs, lengths, model_shape
 from verl_recipes.bench.forced_lengths import ForcedLengths
+from verl_recipes.catalog import REPO
+from verl_recipes.check.gates import read_metrics
 from verl_recipes.compose import compose
 from verl_recipes.runtime import forced_lengths
 
@@ -97,3 +99,25 @@ def test_the_bench_and_the_node_runs_hand_the_variable_to_rays_workers_as_a_stri
     assert cfg.ray_kwargs.ray_init.runtime_env.env_vars[forced_lengths.LENGTHS_ENV] == "1"  # Ray takes only str
     key = f"ray_kwargs.ray_init.runtime_env.env_vars.{forced_lengths.LENGTHS_ENV}"
     assert overrides.table()["run"][key]["value"] == "1"
+
+
+# one-GPU runs of the bench with today's inputs (the 2026-11-26 runs had other prompts), all under the logits processor
+COMMITTED = ["e2e.ours.w1.2xh200.2026-11-28", "e2e.ours_liger.2xh200.2026-11-28", "e2e.verl_example.h200.2026-11-29",
+             "e2e.ours_levers.h200.2026-11-29"]
+
+
+@pytest.mark.slow  # the tokenizer of the 1.5B vocabulary and 192 chat templates: ~3 s
+def test_a_server_asks_for_the_lengths_the_logits_processor_forced_in_the_committed_runs(tmp_path):
+    """The bench's 192 prompts, 5 samples each, as verl's agent loop sends them (the chat template's ids), through one
+    server: the same keys, so the same lengths as the processor realised, to the token, over each whole run."""
+    from transformers import AutoTokenizer
+
+    model_shape.write("qwen2.5-1.5b", tmp_path, weights=False)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    server = ForcedLengths()
+    asked = [server.target(tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True,
+                                                   return_dict=False), RESPONSE_LENGTH)
+             for row in e2e_inputs.rows("train", 3 * 64, seed=0) for _ in range(5)]
+    for run in COMMITTED:
+        steps = [row["response_length/mean"] for row in read_metrics(REPO / f"bench/results/{run}.metrics.jsonl").values()]
+        assert len(steps) == 3 and sum(asked) == round(sum(steps) * 5 * 64), run
