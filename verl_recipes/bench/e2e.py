@@ -3,8 +3,9 @@ and the recipe with one lever more (issue 43; e2e_levers.py runs those beside it
 
 One arm per call (verl_recipes/bench/e2e_arms.py): a random-init model of a real shape (Qwen2.5-1.5B, or 7B with
 --shape; model_shape.py) and long-tail prompts (e2e_inputs.py) are written first, response lengths follow lengths.py
-through forced lengths at verl's rollout server (forced_lengths.py), the arm runs --steps steps, and verl's own metrics.jsonl is
-reduced to $OUT/e2e.<arm>.json (e2e_report.py) with the conditions; metrics and config are copied beside it.
+through forced lengths at verl's rollout server (forced_lengths.py), the arm runs --steps steps, and verl's own
+metrics.jsonl is reduced to $OUT/e2e.<arm>.json (e2e_report.py) with the conditions; metrics and config are copied
+beside it.
 
     python -m verl_recipes.bench.e2e --arm ours                 # GPU node, one arm, ~6-9 min (lent machine:
                                                                 # bash tests/gpu/bench_e2e.sh --arm ours)
@@ -113,7 +114,8 @@ def run(ns) -> int:
         "conditions": {"shape": ns.shape, "weights": "random init (seed 0)", "steps": ns.steps, "batch": ns.batch,
                        "mini_batch": ns.mini_batch, "samples": samples, "gpus": e2e_arms.ARMS[ns.arm].gpus,
                        "attention": "torch_varlen + chunked log-probs in every arm (no flash-attn)",
-                       "lengths": "forced per request from verl_recipes/bench/lengths.py: max_tokens + ignore_eos at verl's rollout server (runtime/forced_lengths.py)"},
+                       "lengths": "forced per request from verl_recipes/bench/lengths.py: max_tokens + ignore_eos "
+                                  "at verl's rollout server (runtime/forced_lengths.py)"},
         "report": e2e_report.reduce(steps, samples) if steps else None,
     }
     out = os.environ.get("OUT")
