@@ -52,8 +52,7 @@ def dry_run(ns) -> int:
     for arm in ns.arms.split(","):
         settings = e2e_arms.ARMS[arm]
         config, args = e2e_arms.config_of(arm, ns.recipe), arm_args(arm, ns, model, files)
-        lever = (f" {settings.override}" if settings.fragment else "") + \
-            (f" configs/rollout={settings.rollout}" if settings.rollout else "")
+        lever = "".join(f" {override}" for override in settings.overrides)
         math = " (changes the math: opt-in)" if settings.changes_math else ""
         print(f"# ---- {arm}: {config.label}{lever}{math} ----")
         try:

@@ -28,10 +28,12 @@ class Arm:
     rollout: str | None = None  # the recipe's configs/rollout choice swapped, e.g. "sglang"
 
     @property
-    def override(self) -> str:
-        """The fragment as a Hydra override: configs/perf/no_recompute -> +configs/perf=no_recompute."""
-        group, _, name = self.fragment.rpartition("/")
-        return f"+{group}={name}"
+    def overrides(self) -> list[str]:
+        """What the arm changes over its config, as Hydra overrides: the fragment (configs/perf/no_recompute ->
+        +configs/perf=no_recompute), then the rollout choice (configs/rollout=sglang)."""
+        group, _, name = (self.fragment or "").rpartition("/")
+        return ([f"+{group}={name}"] if self.fragment else []) + \
+            ([f"configs/rollout={self.rollout}"] if self.rollout else [])
 
 
 ARMS = {
@@ -88,10 +90,7 @@ def bench_args(arm: str, model: Path, data_files: list[Path], steps: int, batch:
         "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_RECIPES_FORCED_LENGTHS='1'",  # runtime/forced_lengths.py
         "+configs/attention=torch_varlen",  # no flash-attn on the lent machine: the same stand-in in every arm
     ]
-    if settings.fragment:
-        args.append(settings.override)
-    if settings.rollout:
-        args.append(f"configs/rollout={settings.rollout}")
+    args += settings.overrides
     syncs = batch // mini_batch
     if settings.variant == "async":  # fully async streams prompts: no train batch, steps x batch prompts in all
         return args + ["configs/async=split_1_1", "data.train_batch_size=0",

@@ -8,9 +8,9 @@ Each arm's wall time (start-up included) is the longest committed for it in benc
 what still runs at its deadline.
 
     python -m verl_recipes.bench.e2e_levers SECONDS [--gpus 4] [--arms A,B,...] [--in-order] [--dry-run]
+    (on the lent machine: bash tests/gpu/bench_levers.sh SECONDS ...; its header has the device calls)
 --in-order runs the arms as given in one wave, no `ours` added (on one GPU: one after another), for a lease too short
 for an `ours` per wave, e.g. `--gpus 1 --in-order --arms verl_example,ours`.
-    (on the lent machine: bash tests/gpu/bench_levers.sh SECONDS ...; its header has the device calls)
 Files: $LEVERS_OUT/w<wave>/e2e.<arm>.{json,metrics.jsonl,config.yaml}, logs $LEVERS_OUT/w<wave>.<arm>.log.
 """
 
