@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from verl_recipes.bench import e2e_inputs, e2e_report, lengths, model_shape
-from verl_recipes.bench.forced_lengths import ForcedLengths
 from verl_recipes.check.gates import read_metrics
+from verl_recipes.runtime.response_lengths import ForcedLengths, response_target
 
 FIXTURE = Path(__file__).parent / "fixtures/bench/e2e.metrics.jsonl"
 RESULTS = Path(__file__).parent.parent / "bench/results"
@@ -44,7 +44,7 @@ def test_same_prompts_get_the_same_lengths_in_any_order_and_form():
 
 
 def test_response_target_matches_the_sampled_distribution():
-    drawn = np.array([lengths.response_target(key, MAX) for key in range(5000)])
+    drawn = np.array([response_target(key, MAX) for key in range(5000)])
     sampled = lengths.sample(5000, max_response=MAX, seed=0).responses
     assert abs(np.median(drawn) / np.median(sampled) - 1) < 0.05
     assert abs((drawn == MAX).mean() - (sampled == MAX).mean()) < 0.02

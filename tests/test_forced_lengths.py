@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from verl_recipes.bench import e2e_arms, e2e_inputs, lengths, model_shape
-from verl_recipes.bench.forced_lengths import ForcedLengths
 from verl_recipes.catalog import REPO
 from verl_recipes.check.gates import read_metrics
 from verl_recipes.compose import compose
 from verl_recipes.runtime import forced_lengths
+from verl_recipes.runtime.response_lengths import ForcedLengths
 
 RESPONSE_LENGTH = 2048
 

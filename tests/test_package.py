@@ -94,6 +94,26 @@ def test_the_runtime_part_imports_nothing_else_of_the_package(tmp_path):
     assert done.stdout.splitlines()[-1] == "[]", done.stdout
 
 
+def test_the_runtime_part_names_nothing_else_of_the_package_even_inside_functions():
+    """An import inside a function runs only when the function does (in a cluster job's worker, mid-run), so the test
+    above, which imports each module, cannot see it: every import statement of the shipped modules, at any depth,
+    names a shipped package or none of ours (2026-11-29: the forced-lengths plugin imported verl_recipes.bench inside
+    its wrapper)."""
+    import ast
+
+    shipped = ("verl_recipes.runtime", "verl_recipes.rewards", "verl_recipes.agents")
+    outside = []
+    for folder in ("verl_recipes/runtime", "rewards", "agents"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                outside += [f"{path.relative_to(REPO)}:{node.lineno} {name}" for name in names
+                            if name.startswith("verl_recipes") and name != "verl_recipes"
+                            and not name.startswith(shipped)]
+    assert not outside, outside
+
+
 def test_the_readme_layout_table_matches_the_tree():
     """Every path the README's layout table names exists, and every top-level folder and subpackage is named."""
     import re

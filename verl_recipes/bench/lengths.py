@@ -2,17 +2,16 @@
 
 Prompts ~ U(min_prompt, max_prompt) tokens; responses ~ log-normal (median 1000, sigma 0.9) clipped at
 max_response, with exactly 10% of the samples set to max_response (the truncation spike of RL math traces).
-Seeded, so every arm and every run sees the same sequences. `response_target` draws one response from the same
-distribution by a key (the end-to-end bench's engine stops each request there: verl_recipes/bench/forced_lengths.py).
+Seeded, so every arm and every run sees the same sequences. The distribution's constants, and its one-request draw by a
+key that the end-to-end bench's rollout servers stop each request at, live in verl_recipes/runtime/response_lengths.py
+(a cluster job ships runtime/ alone).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-RESPONSE_MEDIAN = 1000
-RESPONSE_SIGMA = 0.9
-TRUNCATED_FRACTION = 0.1
+from verl_recipes.runtime.response_lengths import RESPONSE_MEDIAN, RESPONSE_SIGMA, TRUNCATED_FRACTION
 
 
 @dataclass(frozen=True)
@@ -60,12 +59,3 @@ def sample(
     truncated = rng.choice(num, size=round(TRUNCATED_FRACTION * num), replace=False)
     responses[truncated] = max_response
     return Lengths(prompts=prompts.astype(np.int64), responses=responses)
-
-
-def response_target(key: int, max_response: int, median: float = RESPONSE_MEDIAN) -> int:
-    """One response length from the distribution of `sample`, for one request: with probability TRUNCATED_FRACTION the
-    maximum, else the clipped log-normal. The same key always gives the same length."""
-    rng = np.random.default_rng(key)
-    if rng.random() < TRUNCATED_FRACTION:
-        return max_response
-    return int(np.clip(np.round(np.exp(rng.normal(np.log(median), RESPONSE_SIGMA))), 1, max_response))

@@ -1,4 +1,4 @@
-"""The end-to-end bench's and node runs' response lengths (verl_recipes/bench/forced_lengths.py) at verl's rollout
+"""The end-to-end bench's and node runs' response lengths (response_lengths.py beside this) at verl's rollout
 servers: each request's max_tokens becomes its drawn target, with ignore_eos.
 
 verl 0.9.1's vLLMHttpServer.generate and SGLangHttpServer.generate take a request's sampling params as a dict and read
@@ -19,6 +19,7 @@ import functools
 import os
 
 from verl_recipes.runtime.after_import import after_import
+from verl_recipes.runtime.response_lengths import ForcedLengths
 
 LENGTHS_ENV = "VERL_RECIPES_FORCED_LENGTHS"
 SERVERS = {"verl.workers.rollout.vllm_rollout.vllm_async_server": "vLLMHttpServer",
@@ -28,8 +29,6 @@ MARK = "_forces_lengths"
 
 def forcing(generate):
     """A server's generate(self, prompt_ids, sampling_params, request_id, ...) that asks for the drawn length."""
-    from verl_recipes.bench.forced_lengths import ForcedLengths
-
     lengths = ForcedLengths()
 
     @functools.wraps(generate)
