@@ -107,3 +107,30 @@ def test_impossible_batch_and_gpu_combinations_fail_naming_the_key(overrides, ke
     errors = check(catalog.get("qwen25-7b-grpo"), overrides)
     assert errors and any(key in e for e in errors), errors
     assert not any("memory" in e.lower() and key not in e for e in errors), "a memory verdict instead of the key"
+
+
+def test_a_section_is_built_once_per_content_and_its_fault_is_reported_every_time():
+    """check/typed.py builds the sections that read nothing else once per content in a process: the same content
+    gives the same answer without a second build, and other content is built."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from verl_recipes.check import typed
+
+    built = []
+
+    @dataclasses.dataclass
+    class Section:
+        n: int = 0
+
+        def __post_init__(self):
+            built.append(self.n)
+            if self.n < 0:
+                raise ValueError(f"n must be >= 0, got {self.n}")
+
+    for _ in range(2):
+        assert typed._built(OmegaConf.create({"n": 1}), Section) is None
+        assert typed._built(OmegaConf.create({"n": -1}), Section) == "n must be >= 0, got -1"
+    assert built == [1, -1]
+    assert "actor_rollout_ref.model" not in typed.SAME_INPUT_SAME_BUILD  # HFModelConfig reads the model's files
