@@ -133,4 +133,4 @@ def test_a_section_is_built_once_per_content_and_its_fault_is_reported_every_tim
         assert typed._built(OmegaConf.create({"n": 1}), Section) is None
         assert typed._built(OmegaConf.create({"n": -1}), Section) == "n must be >= 0, got -1"
     assert built == [1, -1]
-    assert "actor_rollout_ref.model" not in typed.SAME_INPUT_SAME_BUILD  # HFModelConfig reads the model's files
+    assert "actor_rollout_ref.model" in typed.READS_FILES  # HFModelConfig reads the model's files: built every time

@@ -43,16 +43,11 @@ def _profiler_nodes(cfg: DictConfig) -> dict:
     return out
 
 
-# The sections whose dataclasses read nothing but the section (no files, no environment): built once per content in a
-# process. make check builds the same rollout, algorithm and profiler sections for many of its 116 runs (a quarter of
-# its time went to building them, 2026-11-29). The model's config reads the model's files, and the critic's holds a
-# model, so those two are built every time.
-SAME_INPUT_SAME_BUILD = {"actor_rollout_ref.rollout", "algorithm", "actor_rollout_ref.rollout.checkpoint_engine",
-                         "actor_rollout_ref.ref", "reward.reward_model.rollout",
-                         "trainer.v1.separate_async.hybrid_rollout", "actor_rollout_ref.actor.profiler",
-                         "actor_rollout_ref.ref.profiler", "actor_rollout_ref.rollout.profiler",
-                         *(f"actor_rollout_ref.{role}.profiler.tool_config.{tool}" for role in ("actor", "ref", "rollout")
-                           for tool in ("nsys", "torch", "torch_memory", "npu"))}
+# Every other section's dataclass reads nothing but the section (no files, no environment), so it is built once per
+# content in a process: make check builds the same rollout, algorithm and profiler sections for many of its 116 runs
+# (a quarter of its time went to building them, 2026-11-29). The model's config reads the model's files, and the
+# critic's holds a model: those two are built every time.
+READS_FILES = {"actor_rollout_ref.model", "critic"}
 _builds: dict[tuple, str | None] = {}
 
 
@@ -105,7 +100,7 @@ def typed_configs(cfg: DictConfig) -> list[str]:
         nodes["actor_rollout_ref.model"] = (model, None)
     errors = []
     for key, (node, dataclass_type) in nodes.items():
-        problem = _built(node, dataclass_type) if key in SAME_INPUT_SAME_BUILD else _build(node, dataclass_type)
+        problem = _build(node, dataclass_type) if key in READS_FILES else _built(node, dataclass_type)
         if problem:
             errors.append(f"'{key}': verl cannot build its config: {problem}")
     try:

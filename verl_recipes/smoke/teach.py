@@ -166,4 +166,3 @@ def _hidden(model, input_ids, mask, extra: dict):
     cache.batch_repeat_interleave(len(input_ids))
     rest = model.model(input_ids=input_ids[:, shared:], attention_mask=mask, past_key_values=cache).last_hidden_state
     return torch.cat([opening.last_hidden_state.expand(len(input_ids), -1, -1), rest], dim=1)
-
