@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from verl_recipes import gpu_queue, resume, supervisor
 from verl_recipes.catalog import REPO
-from verl_recipes.runtime import checkpoint_names, faults, forced_lengths, replay_poll
+from verl_recipes.runtime import checkpoint_names, faults, forced_lengths, replay_poll, sglang_pixel_budget
 from verl_recipes.runtime import checkpoints as ckpt
 from verl_recipes.runtime.weight_push_socket import MODULE
 
@@ -78,12 +78,15 @@ def _hooks(env: dict) -> dict[str, list[str]]:
 def test_verl_loads_the_fault_the_poll_the_names_and_the_lengths_only_when_asked():
     asks = (faults.FAULT_ENV, replay_poll.POLL_ENV, checkpoint_names.NAMES_ENV, forced_lengths.LENGTHS_ENV)
     env = {k: v for k, v in os.environ.items() if k not in asks}
-    assert _hooks(env) == {MODULE: ["weight_push_socket"]}
+    # the SGLang server's pixel budget needs no variable: only an SGLang run imports the module it waits for
+    sglang = {sglang_pixel_budget.MODULE: ["sglang_pixel_budget"]}
+    assert _hooks(env) == {MODULE: ["weight_push_socket"], **sglang}
     asked = {**env, faults.FAULT_ENV: faults.STALE_WEIGHTS, replay_poll.POLL_ENV: "0.2", checkpoint_names.NAMES_ENV: "1",
              forced_lengths.LENGTHS_ENV: "1"}
     assert _hooks(asked) == {MODULE: ["faults", "weight_push_socket"], replay_poll.MODULE: ["replay_poll"],
                              checkpoint_names.MODULE: ["checkpoint_names"],
-                             **{server: ["forced_lengths"] for server in forced_lengths.SERVERS}}
+                             **{server: ["forced_lengths"] for server in forced_lengths.SERVERS},
+                             sglang_pixel_budget.MODULE: ["forced_lengths", "sglang_pixel_budget"]}
 
 
 # ---------------------------------------------------------------- the fault injection suite (tests/gpu/faults.py)

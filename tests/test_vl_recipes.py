@@ -12,6 +12,7 @@ from PIL import Image
 
 from verl_recipes import catalog
 from verl_recipes.catalog import REPO
+from verl_recipes.check.passthrough import SGLANG_IMAGE
 from verl_recipes.check.passthrough import check as open_dict_errors
 from verl_recipes.compose import compose, flatten
 from verl_recipes.random_models import FUSED_EXPERTS
@@ -157,6 +158,12 @@ def _rules_cfg(**changes):
     ({"data.mm_processor_kwargs.max_pixels": None}, "'data.mm_processor_kwargs.min_pixels' is set without"),
     ({"data.mm_processor_kwargs": {}}, None),
     ({"actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache": True}, "mm_processor_cache_gb: 0"),
+    # SGLang applies its server's budget, not the request's
+    ({"actor_rollout_ref.rollout.name": "sglang"}, "write image: ${data.mm_processor_kwargs}"),
+    ({"actor_rollout_ref.rollout.name": "sglang", SGLANG_IMAGE: {"min_pixels": 3136, "max_pixels": 1003520}},
+     "'actor_rollout_ref.rollout.engine_kwargs.sglang.mm_process_config.image' = {'min_pixels': 3136, 'max_pixels'"),
+    ({"actor_rollout_ref.rollout.name": "sglang", SGLANG_IMAGE: {"min_pixels": 3136, "max_pixels": 401408}}, None),
+    ({"actor_rollout_ref.rollout.name": "sglang", "data.mm_processor_kwargs": {}}, None),
 ])
 def test_open_dict_rules_name_the_broken_key(changes, expected):
     errors = open_dict_errors(_rules_cfg(**changes))

@@ -82,9 +82,10 @@ def test_verl_loads_the_hook_at_import_without_importing_vllm(tmp_path):
     out = run_python('''
         import sys, verl
         hooked = [f.name for f in sys.meta_path if type(f).__name__ == "AfterImport"]
-        print(hooked == ["verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"], "vllm" in sys.modules)
+        print("verl.workers.rollout.vllm_rollout.bucketed_weight_transfer" in hooked, "vllm" in sys.modules,
+              "sglang" in sys.modules)
     ''', tmp_path, None)
-    assert out == "True False", out
+    assert out == "True False False", out  # the plugins wait for the engines' modules, and import neither
 
 
 def test_the_gpu_checkout_path_declares_the_entry_point(tmp_path):

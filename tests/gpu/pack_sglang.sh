@@ -49,6 +49,9 @@
 # On 1 x H200, 2026-11-29 (calls 1-6 took 76 s, `check` included), the tiny smokes below ran one after another:
 # qwen25-7b-grpo PASS (400 s, 5 min to the first step), qwen25-vl-7b-geo3k-dapo FAIL at the first weight sync (SGLang's
 # Qwen2.5-VL loader wants checkpoint names: verl_recipes/runtime/checkpoint_names.py), retool-qwen25-7b PASS (472 s).
+# On 1 x H200, 2026-11-29, 12:49-13:16 UTC (calls 1-6 as below, then a chain of three): the VL smoke FAIL again, at its
+# first request (verl sends SGLang's server a pixel budget it cannot take: verl_recipes/runtime/sglang_pixel_budget.py),
+# then qwen25-7b-grpo's learning run PASS (444 s) and its shuffled control PASS (355 s).
 # Measured 2026-11-27 on a 2-core machine (6.5 to 14 min, most of it xz -9): 102 wheels of 787 MiB (G: 58, 769.5 MiB,
 # of them flashinfer-cubin 344.2 and sglang-kernel 307.4; Z: 44, 17.9 MiB) install to 3.0 GB; trimmed, G is 1.5 GB
 # (578 MB of it zeroed kernels) and Z 51 MB; the archive is 94.0 MiB (98,617,732 bytes; FA3's sm_90 kernels 45 MB of

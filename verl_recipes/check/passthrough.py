@@ -1,5 +1,6 @@
 """Rules for the pass-through blocks verl hands on unchecked: DAPO's reward_kwargs (to the reward manager),
-data.mm_processor_kwargs (to the HF processor and to vLLM) and rollout.engine_kwargs.vllm (to vLLM's CLI).
+data.mm_processor_kwargs (to the HF processor and to vLLM), rollout.engine_kwargs.vllm (to vLLM's CLI) and
+rollout.engine_kwargs.sglang's image settings (to SGLang's processor).
 
 verl's schema cannot see inside these dicts, so a wrong value there surfaces only at run time, after the GPUs
 are allocated, or never. `check(cfg)` takes a composed, resolved config and returns one error string per broken
@@ -8,11 +9,12 @@ rule, each naming the key and what to do.
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 REWARD_KWARGS = "reward.reward_kwargs"
 MM_KWARGS = "data.mm_processor_kwargs"
 VLLM_KWARGS = "actor_rollout_ref.rollout.engine_kwargs.vllm"
+SGLANG_IMAGE = "actor_rollout_ref.rollout.engine_kwargs.sglang.mm_process_config.image"
 # vLLM options older recipes pass that vLLM 0.24 no longer parses -> what to write instead
 REMOVED_VLLM_OPTIONS = {
     "disable_mm_preprocessor_cache": "mm_processor_cache_gb: 0 (vLLM 0.24 has no disable_mm_preprocessor_cache)",
@@ -53,6 +55,20 @@ def pixel_budget(cfg: DictConfig) -> list[str]:
             f"it, so prompt and image token counts would disagree; set both (configs/vision/one_image.yaml)"]
 
 
+def sglang_pixel_budget(cfg: DictConfig) -> list[str]:
+    """SGLang cuts images by its server's budget, not the request's (verl_recipes/runtime/sglang_pixel_budget.py)."""
+    rollout = cfg.actor_rollout_ref.rollout
+    budget = dict(cfg.data.get("mm_processor_kwargs") or {})
+    if rollout.get("name") != "sglang" or not budget:
+        return []
+    served = dict(OmegaConf.select(rollout, "engine_kwargs.sglang.mm_process_config.image", default=None) or {})
+    if served == budget:
+        return []
+    return [f"'{SGLANG_IMAGE}' = {served} but '{MM_KWARGS}' = {budget}: SGLang would cut images into another number "
+            f"of tokens than verl's prompts hold; write image: ${{data.mm_processor_kwargs}} "
+            f"(configs/vision/one_image.yaml)"]
+
+
 def vllm_options(cfg: DictConfig) -> list[str]:
     options = (cfg.actor_rollout_ref.rollout.get("engine_kwargs") or {}).get("vllm") or {}
     return [f"'{VLLM_KWARGS}.{old}' is not a vLLM 0.24 option (vLLM would refuse to start); use {new}"
@@ -60,4 +76,4 @@ def vllm_options(cfg: DictConfig) -> list[str]:
 
 
 def check(cfg: DictConfig) -> list[str]:
-    return overlong_buffer(cfg) + pixel_budget(cfg) + vllm_options(cfg)
+    return overlong_buffer(cfg) + pixel_budget(cfg) + sglang_pixel_budget(cfg) + vllm_options(cfg)
