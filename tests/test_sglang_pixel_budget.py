@@ -1,6 +1,8 @@
 """A VL request's pixel budget on an SGLang rollout (verl_recipes/runtime/sglang_pixel_budget.py): verl 0.9.1's
 SGLangHttpServer.generate, rebuilt from verl's installed source (its module imports sglang, which this machine lacks),
-checked by Ray's own argument check with the keywords verl's server manager sends a VL request."""
+checked by Ray's own argument check with the keywords verl's server manager sends a VL request. (On a local Ray
+instance, 2026-11-29, an actor of this class reproduced the GPU failure unpatched and served the request patched; at
+35 s a run, that check is not kept in the suite: Ray's check below is the same code.)"""
 
 import ast
 import asyncio
@@ -42,8 +44,9 @@ def server(image: dict | None):
 
 
 def ray_checks(generate, request):
-    """Ray's check of a remote call's arguments against the method's signature, as an actor handle makes it."""
-    return flatten_args(extract_signature(generate, ignore_first=True), [], request)
+    """Ray's check of a remote call's arguments against the method's signature, as an actor handle makes it: the
+    signature of the method unwrapped all the way (ray/actor.py, _ActorClassMethodMetadata.create)."""
+    return flatten_args(extract_signature(inspect.unwrap(generate), ignore_first=True), [], request)
 
 
 def test_verls_sglang_server_refuses_the_budget_verl_sends_it():
@@ -90,3 +93,4 @@ def test_a_vl_recipe_on_sglang_serves_the_budget_its_prompts_are_cut_by():
     cfg = compose(catalog.parse("qwen25-vl-7b-geo3k-dapo"), ["configs/rollout=sglang"], naming=False)
     assert served_budget(omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)) == dict(cfg.data.mm_processor_kwargs)
     assert dict(cfg.data.mm_processor_kwargs) == BUDGET
+
