@@ -57,11 +57,10 @@ def pixel_budget(cfg: DictConfig) -> list[str]:
 
 def sglang_pixel_budget(cfg: DictConfig) -> list[str]:
     """SGLang cuts images by its server's budget, not the request's (verl_recipes/runtime/sglang_pixel_budget.py)."""
-    rollout = cfg.actor_rollout_ref.rollout
     budget = dict(cfg.data.get("mm_processor_kwargs") or {})
-    if rollout.get("name") != "sglang" or not budget:
+    if cfg.actor_rollout_ref.rollout.get("name") != "sglang" or not budget:
         return []
-    served = dict(OmegaConf.select(rollout, "engine_kwargs.sglang.mm_process_config.image", default=None) or {})
+    served = dict(OmegaConf.select(cfg, SGLANG_IMAGE, default=None) or {})
     if served == budget:
         return []
     return [f"'{SGLANG_IMAGE}' = {served} but '{MM_KWARGS}' = {budget}: SGLang would cut images into another number "
