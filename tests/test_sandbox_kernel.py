@@ -5,6 +5,7 @@ README.md (The code sandbox) come from these tests.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -164,11 +165,14 @@ def test_a_run_dies_with_its_owner(kernel_only, tmp_path, monkeypatch, launcher_
         assert all(map(os.path.isdir, cgroups))
         assert [int(open(f"/proc/{p.pid}/oom_score_adj").read()) for p in tree[1:]] == [1000] * 3
     finally:
-        # the launcher first: one that outlives its owner by a moment cleans up, as it should, and that is the other
-        # case (make test-fast on 2 busy cores, 2026-11-29: the jail was gone after the owner's kill then the launcher's)
-        if launcher_too and tree:
-            tree[0].kill()
-        owner.kill()
+        # both at once, as when their process group is killed: each is stopped before either is killed, since the
+        # one that outlived the other by a moment would clean up as it should (the launcher on its owner's death, the
+        # owner on its run's end). Killed one after the other, either order lost the jail now and then on 2 busy cores
+        # (make test-fast and make test, 2026-11-29).
+        victims = [owner.pid] + ([tree[0].pid] if launcher_too and tree else [])
+        for signum in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in victims:
+                os.kill(pid, signum)
     killed = time.monotonic()
     owner.wait()
     if not launcher_too:
