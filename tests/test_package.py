@@ -139,7 +139,7 @@ def test_pyproject_installs_every_package_of_the_tree():
     verl_recipes/ missing from the list would be left out of a non-editable install."""
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    tree = {"verl_recipes"} | {f"verl_recipes.{p.parent.name}" for p in (REPO / "verl_recipes").glob("*/__init__.py")}
+    tree = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "verl_recipes").rglob("__init__.py")}
     mapped = setuptools["package-dir"]
     assert mapped == {"verl_recipes.rewards": "rewards", "verl_recipes.agents": "agents"}
     assert all((REPO / folder / "__init__.py").is_file() for folder in mapped.values())
