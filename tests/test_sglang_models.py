@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,3 +87,22 @@ def test_sglangs_registry_finds_the_class_under_its_architecture(shim):
 def test_an_sglang_run_names_the_package_to_sglangs_scheduler(recipe):
     cfg = compose(catalog.parse(recipe), ["configs/rollout=sglang"], naming=False)
     assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.SGLANG_EXTERNAL_MODEL_PACKAGE == PACKAGE
+
+
+def gpu_check():
+    """tests/gpu/sglang_vl_check.py, the GPU check of the shim on SGLang's own engine."""
+    path = Path(__file__).parent / "gpu" / "sglang_vl_check.py"
+    spec = importlib.util.spec_from_file_location("sglang_vl_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("control", "patched", "passes"), [
+    ({"rc": 1, "rotary_failure": True}, {"rc": 0, "tokens": 8}, True),
+    ({"rc": 0, "rotary_failure": False}, {"rc": 0, "tokens": 8}, False),  # no failure to fix: proves nothing
+    ({"rc": 1, "rotary_failure": False}, {"rc": 0, "tokens": 8}, False),  # failed, but not as the smoke did
+    ({"rc": 1, "rotary_failure": True}, {"rc": None, "tokens": 0}, False),  # the patched engine hung
+])
+def test_the_gpu_check_passes_only_on_the_smokes_failure_then_an_answer(control, patched, passes):
+    assert (not gpu_check().verdict(control, patched)) is passes
