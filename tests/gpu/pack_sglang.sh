@@ -52,6 +52,10 @@
 # On 1 x H200, 2026-11-29, 12:49-13:16 UTC (calls 1-6 as below, then a chain of three): the VL smoke FAIL again, at its
 # first request (verl sends SGLang's server a pixel budget it cannot take: verl_recipes/runtime/sglang_pixel_budget.py),
 # then qwen25-7b-grpo's learning run PASS (444 s) and its shuffled control PASS (355 s).
+# On 1 x H200, 2026-12-01 (calls 1-6 in 30 s once the machine was up): the VL smoke FAIL a third time, in SGLang's
+# vision tower (transformers 5.9's rotary embedding: verl_recipes/runtime/sglang_models/), then the e2e arm ours_sglang
+# (510 s); in a second lease, tests/gpu/sglang_vl_check.py PASS (without the package the engine died as the smoke did,
+# 66 s; with it the image request was answered, 129 s).
 # Measured 2026-11-27 on a 2-core machine (6.5 to 14 min, most of it xz -9): 102 wheels of 787 MiB (G: 58, 769.5 MiB,
 # of them flashinfer-cubin 344.2 and sglang-kernel 307.4; Z: 44, 17.9 MiB) install to 3.0 GB; trimmed, G is 1.5 GB
 # (578 MB of it zeroed kernels) and Z 51 MB; the archive is 94.0 MiB (98,617,732 bytes; FA3's sm_90 kernels 45 MB of
