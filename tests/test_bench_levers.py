@@ -3,6 +3,7 @@
 that runs them beside `ours` (verl_recipes/bench/e2e_levers.py). `make bench-e2e DRY=1` proves every arm against
 verl 0.9.1 (tests/test_bench_e2e.py)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +131,26 @@ def test_the_device_script_reads_the_plan_with_the_kits_verl_layers(tmp_path):
                           env={"PATH": f"{python.parent}:/usr/bin:/bin", "GPU_KIT": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert "kit layers: verl" in done.stderr and "+0 w1.ours env OUT=/tmp/levers/w1" in done.stdout
+
+
+def test_an_sglang_arm_runs_in_sglangs_layer_set_beside_vllm_arms(capsys):
+    assert e2e_levers.main(["1700", "--gpus", "1", "--in-order", "--arms", "ours_sglang,verl_example,ours",
+                            "--dry-run"]) == 0
+    jobs = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    assert jobs[0] == ("0 w1.ours_sglang@none env OUT=/tmp/levers/w1 bash tests/gpu/with_sglang.sh bash "
+                       "tests/gpu/bench_e2e.sh --arm ours_sglang --work /tmp/side/w1.ours_sglang/e2e")
+    assert [job.split()[1] for job in jobs[1:]] == ["w1.verl_example", "w1.ours"]  # the kit's default set, all
+    assert "with_sglang" not in " ".join(jobs[1:])
+
+
+def test_the_sglang_wrapper_runs_its_command_with_sglangs_exports(tmp_path):
+    """tests/gpu/with_sglang.sh with stand-in SGLang and kit layers: the command sees the SGLang set on PYTHONPATH."""
+    sglang, kit = tmp_path / "sgl/root/layers", tmp_path / "gpu/root/layers"
+    for folder in (sglang / "G", sglang / "Z", kit / "R"):
+        folder.mkdir(parents=True)
+    (sglang / "Z/MAP").write_text("")
+    done = subprocess.run(["bash", str(REPO / "tests/gpu/with_sglang.sh"), "sh", "-c", 'echo "$PYTHONPATH"'],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], "SGLANG_HOME": str(tmp_path / "sgl"), "GPU_KIT": str(tmp_path / "gpu")})
+    assert done.returncode == 0, done.stderr
+    assert f"{sglang}/G:{kit}/T:{kit}/R" in done.stdout

@@ -7,6 +7,9 @@
 # On one GPU, arms compared with each other rather than each with an `ours` of its wave (2026-11-29: verl_example then
 # ours_levers, in 1,054 s): bash tests/gpu/bench_levers.sh 1200 --gpus 1 --in-order --arms verl_example,ours; files in
 # /tmp/levers/w1 (wait with JOB_OUT=/tmp/levers/w1 so each call brings back what has finished).
+# An SGLang arm runs in SGLang's layer set (tests/gpu/with_sglang.sh): install it after the kit (tests/gpu/pack_sglang.sh's
+# calls 5-6), then e.g. bash tests/gpu/bench_levers.sh 1150 --gpus 1 --in-order --arms ours_sglang,verl_example
+# (ours_sglang against verl's example on one host: 501 s + the example's wall).
 # Plan on 4 GPUs (--dry-run, from the committed walls: 572 s an arm, start-up included): the six levers take two
 # waves: wave 1 ours, ours_no_recompute, ours_logprob_budget, ours_max_num_seqs; wave 2 ours_replay_poll, ours,
 # ours_bypass, ours_colocate_async; ~1190 s of queue (Liger's arm ran on 2026-11-28 and is in `ours` since). Here

@@ -10,7 +10,8 @@ what still runs at its deadline.
     python -m verl_recipes.bench.e2e_levers SECONDS [--gpus 4] [--arms A,B,...] [--in-order] [--dry-run]
     (on the lent machine: bash tests/gpu/bench_levers.sh SECONDS ...; its header has the device calls)
 --in-order runs the arms as given in one wave, no `ours` added (on one GPU: one after another), for a lease too short
-for an `ours` per wave, e.g. `--gpus 1 --in-order --arms verl_example,ours`.
+for an `ours` per wave, e.g. `--gpus 1 --in-order --arms verl_example,ours`. An SGLang arm (`ours_sglang`) runs in
+SGLang's layer set (tests/gpu/pack_sglang.sh, installed as its header says) and the vLLM arms in the kit's.
 Files: $LEVERS_OUT/w<wave>/e2e.<arm>.{json,metrics.jsonl,config.yaml}, logs $LEVERS_OUT/w<wave>.<arm>.log.
 """
 
@@ -53,8 +54,10 @@ def jobs(planned: list[list[str]], gpus: int, out: Path) -> list[str]:
         for slot, arm in enumerate(wave):
             queued = "+" if number > 1 or slot >= gpus else ""
             name = f"w{number}.{arm}"
-            lines.append(f"{queued}{slot % gpus} {name} env OUT={out}/w{number} bash tests/gpu/bench_e2e.sh --arm {arm} "
-                         f"--work /tmp/side/{name}/e2e")
+            # an SGLang arm runs in SGLang's layer set, not the kit's vLLM one (tests/gpu/with_sglang.sh)
+            layers, wrap = ("@none", "bash tests/gpu/with_sglang.sh ") if e2e_arms.ARMS[arm].rollout == "sglang" else ("", "")
+            lines.append(f"{queued}{slot % gpus} {name}{layers} env OUT={out}/w{number} {wrap}bash tests/gpu/bench_e2e.sh "
+                         f"--arm {arm} --work /tmp/side/{name}/e2e")
     return lines
 
 
