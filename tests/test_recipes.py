@@ -76,6 +76,18 @@ def test_bad_overrides_are_rejected_naming_the_key(override, named):
     assert any(named in e for e in errors), errors
 
 
+def test_a_key_under_an_interpolated_node_names_the_key_it_copies():
+    """Hydra calls a key under a node set to `${...}` unknown, though the node exists: the message names the key the
+    node copies, and setting that one reaches the node."""
+    vl = catalog.parse("qwen25-vl-7b-geo3k-dapo")
+    leaf = "actor_rollout_ref.rollout.engine_kwargs.vllm.mm_processor_kwargs.max_pixels"
+    with pytest.raises(catalog.RecipeError, match=r"lies under '\S+vllm.mm_processor_kwargs', which the recipe sets "
+                                                  r"to \$\{data.mm_processor_kwargs\}.*set data.mm_processor_kwargs "):
+        compose(vl, [f"{leaf}=1003520"], naming=False)
+    assert compose(vl, ["data.mm_processor_kwargs.max_pixels=1003520"], naming=False).actor_rollout_ref.rollout \
+        .engine_kwargs.vllm.mm_processor_kwargs.max_pixels == 1003520
+
+
 @pytest.mark.slow
 def test_a_typo_inside_a_recipe_yaml_names_the_key_and_the_file(scratch_root):
     path = scratch_root / "recipes" / QWEN / "v1" / "recipe.yaml"

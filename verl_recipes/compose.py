@@ -93,7 +93,7 @@ def flatten(node, prefix: str = "") -> dict:
     return {prefix: node}
 
 
-def _explain_override_error(err: HydraException, recipe: Recipe) -> str:
+def _explain_override_error(err: HydraException, recipe: Recipe, args: list[str]) -> str:
     text = str(err)
     match = re.search(r"Could not override '([^']+)'", text)
     if not match:
@@ -104,10 +104,35 @@ def _explain_override_error(err: HydraException, recipe: Recipe) -> str:
         return f"ARGS: '{key}' is not a verl {verl_keys.VERL_VERSION} key: {advice}"
     if key in verl_keys.READ_BUT_UNDECLARED:
         return f"ARGS: write '+{key}=...': verl reads it but does not declare it"
+    interpolated = _interpolated_parent(key, recipe, args)
+    if interpolated:
+        parent, value = interpolated
+        source = value[2:-1] if re.fullmatch(r"\$\{[\w.]+\}", value) else None
+        instead = f"set {source} (which it copies) or" if source else "set"
+        return (f"ARGS: '{key}' lies under '{parent}', which the recipe sets to {value}, and Hydra cannot set a key "
+                f"inside an interpolation: {instead} the whole '{parent}'")
     base = compose_verl_base(entrypoints.get(recipe.entrypoint).config_name, "dp")
     guesses = close_matches(key, sorted(flatten(base)))
     hint = f"did you mean {', '.join(guesses)}?" if guesses else f"if verl really reads it, write +{key}=..."
     return f"ARGS: '{key}' is not a verl {verl_keys.VERL_VERSION} key ({hint})"
+
+
+def _interpolated_parent(key: str, recipe: Recipe, args: list[str]) -> tuple[str, str] | None:
+    """The node above `key` that the composed recipe (the other ARGS applied) sets to an interpolation, and that
+    interpolation: Hydra says such a key does not exist, though the node does."""
+    others = [arg for arg in args if arg.lstrip("+~").split("=", 1)[0] != key]
+    try:
+        cfg = _hydra_compose(recipe.config_name, (f"hydra.searchpath=[{searchpath()}]", *others),
+                             _inputs_digest(recipe.config_name, others))
+    except HydraException:
+        return None
+    flat = flatten(cfg)
+    parts = key.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        value = flat.get(".".join(parts[:end]))
+        if isinstance(value, str) and value.startswith("${"):
+            return ".".join(parts[:end]), value
+    return None
 
 
 ENTRY = "_recipe_entry"
@@ -125,7 +150,7 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
     try:
         cfg = _hydra_compose(recipe.config_name, overrides, _inputs_digest(recipe.config_name, args))
     except HydraException as err:
-        raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe)}") from None
+        raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe, args)}") from None
     if naming:  # a copy of the cached composition, ours to resolve in place
         cfg = _with_run_names(cfg, recipe, args)
         return _resolve_in_place(cfg, recipe) if resolve else cfg
