@@ -120,10 +120,8 @@ def _explain_override_error(err: HydraException, recipe: Recipe, args: list[str]
 def _interpolated_parent(key: str, recipe: Recipe, args: list[str]) -> tuple[str, str] | None:
     """The node above `key` that the composed recipe (the other ARGS applied) sets to an interpolation, and that
     interpolation: Hydra says such a key does not exist, though the node does."""
-    others = [arg for arg in args if arg.lstrip("+~").split("=", 1)[0] != key]
     try:
-        cfg = _hydra_compose(recipe.config_name, (f"hydra.searchpath=[{searchpath()}]", *others),
-                             _inputs_digest(recipe.config_name, others))
+        cfg = _composed(recipe, [arg for arg in args if arg.lstrip("+~").split("=", 1)[0] != key])
     except HydraException:
         return None
     flat = flatten(cfg)
@@ -146,15 +144,20 @@ def compose(recipe: Recipe, args: str | list[str] | None = None, naming: bool = 
     """
     _register_resolvers()
     args = split_args(args)
-    overrides = (f"hydra.searchpath=[{searchpath()}]", *args)
     try:
-        cfg = _hydra_compose(recipe.config_name, overrides, _inputs_digest(recipe.config_name, args))
+        cfg = _composed(recipe, args)
     except HydraException as err:
         raise RecipeError(f"{recipe.label}: {_explain_override_error(err, recipe, args)}") from None
     if naming:  # a copy of the cached composition, ours to resolve in place
         cfg = _with_run_names(cfg, recipe, args)
         return _resolve_in_place(cfg, recipe) if resolve else cfg
     return resolved(cfg, recipe) if resolve else copy_config(cfg)  # the cached one stays as composed
+
+
+def _composed(recipe: Recipe, args: list[str]) -> DictConfig:
+    """Hydra's composition of the recipe with `args` (memoized, shared through CACHE_ENV): unresolved, unnamed."""
+    return _hydra_compose(recipe.config_name, (f"hydra.searchpath=[{searchpath()}]", *args),
+                          _inputs_digest(recipe.config_name, args))
 
 
 # A folder that processes of one session share their compositions through (the test session sets it: its workers,
