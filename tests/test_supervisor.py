@@ -130,7 +130,7 @@ def test_a_death_ray_reported_before_verl_exited_is_named(tmp_path, fast, capfd)
 
 
 # a driver whose vLLM GPU worker is killed and which fails at once, as verl 0.9.1 did on the GPU
-# (results/faults/vllm_worker.json): vLLM's report of the death, then verl's traceback, well within the grace; the
+# (results/faults/vllm_worker.2026-11-28.json): vLLM's report of the death, then verl's traceback, well within the grace; the
 # pauses give the supervisor's polls (0.2 s here) time to see the worker alive, then gone, on a busy machine
 VLLM_DRIVER = """
 bash -c 'exec -a VLLM::Worker sleep 300' & worker=$!
@@ -155,6 +155,23 @@ def test_a_vllm_death_verl_failed_on_is_named(tmp_path, fast, monkeypatch, capfd
     assert code == 1
     assert (f"[supervisor] the vLLM GPU worker (pid {worker} on {socket.gethostname()}) died; the run cannot go on"
             in capfd.readouterr().out)
+
+
+def test_a_users_launch_names_a_vllm_death(run_env, fast, monkeypatch, capfd):
+    """The path `make <recipe>` takes (launch.launch, a local run): verl's output reaches the launch folder's log,
+    which is where the supervisor finds vLLM's report. On the GPU (results/faults/vllm_worker.json, 2026-12-02) the
+    launcher ran verl without a log, and the killed worker's run exited unnamed."""
+    from verl_recipes import catalog, launch
+
+    for name in ("check", "gpu_problems", "missing_packages"):  # a machine that passes the launcher's checks
+        monkeypatch.setattr(launch, name, lambda *a, **k: [])
+    monkeypatch.setattr(supervisor, "GRACE_S", 30.0)
+    real = supervisor.run
+    monkeypatch.setattr(supervisor, "run", lambda command, cwd, env, log: real(["bash", "-c", VLLM_DRIVER], cwd, env, log))
+    code, launch_dir, _ = launch.launch(catalog.get("qwen25-7b-grpo"), [], mode="never")
+    assert code == 1
+    assert "[supervisor] the vLLM GPU worker (pid " in capfd.readouterr().out
+    assert "Worker proc VllmWorker-0 died" in (launch_dir / launch.VERL_LOG).read_text()
 
 
 def test_vllm_deaths_after_verls_own_error_are_its_shutdown():

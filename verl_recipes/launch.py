@@ -36,7 +36,7 @@ from verl_recipes.compose import compose, split_args, to_yaml
 from verl_recipes.runtime import weight_push_socket
 
 LAUNCH_RECORD = "launch.json"  # recipe, args, decision, command; exit_code once verl returns
-VERL_LOG = "verl.log"  # verl's output (Ray's and vLLM's lines with it), kept when launch(log=True)
+VERL_LOG = "verl.log"  # verl's output (Ray's and vLLM's lines with it), kept for every local run
 
 
 @dataclass
@@ -203,10 +203,11 @@ def plan_launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", clu
 
 
 def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster: str = "", mode: str = "auto",
-           dry: bool = False, log: bool = False) -> tuple[int, Path, DictConfig]:
+           dry: bool = False) -> tuple[int, Path, DictConfig]:
     """Run the recipe here, or submit it to the Ray cluster at `cluster`; returns the exit code, launch folder and
-    config. A dry launch prints the plan and returns 0 without writing, preparing or starting anything. `log`: keep
-    verl's output in the launch folder's VERL_LOG too (a local run)."""
+    config. A dry launch prints the plan and returns 0 without writing, preparing or starting anything. A local run's
+    output goes to the console and the launch folder's VERL_LOG, which the supervisor reads when verl fails: a vLLM
+    subprocess's death is named only there (2026-12-02: without it, a killed vLLM worker's run exited unnamed)."""
     plan = plan_launch(recipe, args, tag, cluster, mode, dry)
     print("\n".join(plan.describe()), flush=True)
     if dry:
@@ -219,8 +220,7 @@ def launch(recipe: Recipe, args: str | list[str] | None, tag: str = "", cluster:
 
         code = submit(recipe, plan.cfg, plan.launch_dir, cluster)
     else:  # supervised: a dead or stopped worker ends the run instead of hanging it (verl_recipes/supervisor.py)
-        code = supervisor.run(plan.command, plan.launch_dir, run_env(plan.launch_dir),
-                              log=plan.launch_dir / VERL_LOG if log else None)
+        code = supervisor.run(plan.command, plan.launch_dir, run_env(plan.launch_dir), plan.launch_dir / VERL_LOG)
     finish(plan.launch_dir, code)
     return code, plan.launch_dir, plan.cfg
 
@@ -230,14 +230,14 @@ def trained_a_step(launch_dir: Path) -> bool:
     return metrics.is_file() and any(line.strip() for line in metrics.read_text().splitlines())
 
 
-def launch_restarting(recipe: Recipe, args: str | list[str] | None, restarts: int, mode: str = "auto",
-                      log: bool = False) -> tuple[int, Path, DictConfig]:
+def launch_restarting(recipe: Recipe, args: str | list[str] | None, restarts: int,
+                      mode: str = "auto") -> tuple[int, Path, DictConfig]:
     """launch() here, then up to `restarts` relaunches after a failed launch, each resuming the newest complete
     checkpoint (RESUME=auto). Only a launch that trained a step is relaunched: its start-up works, so its failure is
     the run's (a dead worker, a lost GPU), while one that failed before its first step would fail again."""
     if restarts < 0:
         raise RecipeError(f"RESTARTS={restarts}: give the number of relaunches, 0 or more")
-    code, launch_dir, cfg = launch(recipe, args, mode=mode, log=log)
+    code, launch_dir, cfg = launch(recipe, args, mode=mode)
     for attempt in range(1, restarts + 1):
         if code == 0:
             break
@@ -247,5 +247,5 @@ def launch_restarting(recipe: Recipe, args: str | list[str] | None, restarts: in
             break
         print(f"[restart] {attempt} of {restarts}: the launch in {launch_dir} exited {code} after training; "
               f"relaunching from the newest complete checkpoint", flush=True)
-        code, launch_dir, cfg = launch(recipe, args, mode="force" if mode == "force" else "auto", log=log)
+        code, launch_dir, cfg = launch(recipe, args, mode="force" if mode == "force" else "auto")
     return code, launch_dir, cfg

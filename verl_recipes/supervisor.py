@@ -11,7 +11,7 @@ whatever of the session is left after CLEANUP_S is killed, so no GPU process out
 A Ray actor's death usually ends verl by itself first (Ray raises ActorDiedError in the driver within a second or two,
 before GRACE_S): when verl exits non-zero, the supervisor reads Ray's report of the death from the run's log and
 prints the same one line. A vLLM subprocess's death does too (its engine fails verl's pending call within seconds,
-results/faults/vllm_worker.json): then the line names the role of vLLM's own report in the log, when that report
+results/faults/vllm_worker.2026-11-28.json): then the line names the role of vLLM's own report in the log, when that report
 precedes verl's traceback (a shutdown that follows an unrelated error reports deaths after it), with the pid of the
 process of that role the supervisor saw gone.
 """
@@ -186,23 +186,21 @@ def end_session(sid: int, wait_s: float) -> list[int]:
     return [proc.pid for proc in killed]
 
 
-def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> int:
-    """Run verl supervised; its output goes to this console, and to `log` too when given. Returns its exit code, or
-    1 when the supervisor ended it (a killed verl may exit 0)."""
-    driver = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True,
-                              stdout=subprocess.PIPE if log else None, stderr=subprocess.STDOUT if log else None,
-                              text=True, errors="replace")
-    copier = None
-    if log:
-        def copy() -> None:
-            with open(log, "w") as out:
-                for line in driver.stdout:
-                    sys.stdout.write(line)
-                    sys.stdout.flush()
-                    out.write(line)
+def run(command: list[str], cwd: Path, env: dict, log: Path) -> int:
+    """Run verl supervised; its output goes to this console and to `log`, where the supervisor looks for the death
+    that made verl fail. Returns its exit code, or 1 when the supervisor ended it (a killed verl may exit 0)."""
+    driver = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace")
 
-        copier = threading.Thread(target=copy, daemon=True)
-        copier.start()
+    def copy() -> None:
+        with open(log, "w", buffering=1) as out:  # line by line: the log is whole when verl's last line is out
+            for line in driver.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                out.write(line)
+
+    copier = threading.Thread(target=copy, daemon=True)
+    copier.start()
     try:
         fault, gone_roles = watch(driver, POLL_S, GRACE_S, STOPPED_S)
     except KeyboardInterrupt:  # verl's own session does not see the terminal's Ctrl-C: pass it on
@@ -214,7 +212,7 @@ def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> in
         print(fault.message(), flush=True)
         end_session(driver.pid, CLEANUP_S)
     code = driver.wait()
-    if code and not fault and log:
+    if code and not fault:
         copier.join(timeout=5)  # verl's last lines, its traceback, reach the log
         with open(log, "rb") as text:
             text.seek(max(0, log.stat().st_size - LOG_TAIL))
@@ -225,6 +223,5 @@ def run(command: list[str], cwd: Path, env: dict, log: Path | None = None) -> in
     if left:
         print(f"[supervisor] killed {len(left)} process(es) of the run left {CLEANUP_S:.0f} s after verl exited: "
               f"{left}", flush=True)
-    if copier:
-        copier.join(timeout=5)
+    copier.join(timeout=5)
     return (code or 1) if fault else code

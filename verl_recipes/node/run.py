@@ -132,7 +132,7 @@ def run(recipe: Recipe, gpus: int, args: str | None) -> int:
     phases_dir.mkdir(parents=True)
     os.environ.update({PHASE_MEMORY_ENV: str(phases_dir), PREEMPTIONS_ENV: "1"})
     # a node run never resumes: each gets a fresh run folder
-    rc, launch_dir, cfg = launch(recipe_on(recipe, gpu_gib), node.args(str(model)), tag="-node", mode="never", log=True)
+    rc, launch_dir, cfg = launch(recipe_on(recipe, gpu_gib), node.args(str(model)), tag="-node", mode="never")
     planned = plan(cfg, model, gpu_gib)  # the planner on the launched config and the built model
     result = record.build(node, str(model), cfg, planned, rc, launch_dir, phase_memory.read(phases_dir), hardware,
                           time.time() - started)
