@@ -290,3 +290,15 @@ def test_the_plan_is_refused_when_its_seconds_do_not_fit(capsys):
     assert "takes about" in capsys.readouterr().err
     assert suite.main(["1000", "--modes", "colocated", "--dry-run"]) == 0
     assert "4 jobs on 4 GPUs" in capsys.readouterr().out
+
+
+def test_a_chain_short_of_time_still_relaunches_to_show_its_last_fault_resumed():
+    take = suite.START_S + suite.KINDS["stuck_engine"].bound_s + suite.SETTLE_S
+    assert suite.next_launch("stuck_engine", False, take + 1) == ("stuck_engine", True, "")
+    # 2026-12-02: 276 s left, the stopped engine needs 299; the killed engine's relaunch (225 s) still runs
+    fault, go, note = suite.next_launch("stuck_engine", True, 276)
+    assert (fault, go) == (None, True) and "stopping before stuck_engine" in note
+    assert suite.next_launch("stuck_engine", False, 276)[:2] == (None, False)  # nothing waits on a relaunch
+    assert suite.next_launch(None, True, suite.START_S - 1)[:2] == (None, False)
+    assert "before the last relaunch" in suite.next_launch(None, True, suite.START_S - 1)[2]
+    assert suite.next_launch(None, False, 10_000) == (None, False, "")  # the chain is done
