@@ -1,6 +1,7 @@
 """Shared test setup: GPU-only tests are marked `gpu` and skipped where no CUDA device is visible; a scratch copy
 of the recipe tree for tests that edit it."""
 
+import gc
 import hashlib
 import os
 import shutil
@@ -10,6 +11,13 @@ from pathlib import Path
 # `make test` runs two xdist workers on CI's two cores: one OpenMP thread each, and in the processes they start, or
 # torch's thread pools oversubscribe the cores (the retool teach fixture took 427 s under -n 2, 65 s alone)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from verl_recipes.__main__ import GC_THRESHOLD  # noqa: E402
+
+# the launcher's collection threshold in each test process too, set before verl and torch are imported: the default
+# collects over and over while their modules load (importing verl: 5.3 -> 4.2 s with no collection, 2026-12-02) and
+# while the tests compose and drop OmegaConf trees
+gc.set_threshold(*GC_THRESHOLD)
 
 import pytest
 
