@@ -12,16 +12,10 @@ from pathlib import Path
 # torch's thread pools oversubscribe the cores (the retool teach fixture took 427 s under -n 2, 65 s alone)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from verl_recipes.__main__ import GC_THRESHOLD  # noqa: E402
-
-# the launcher's collection threshold in each test process too, set before verl and torch are imported: the default
-# collects over and over while their modules load (importing verl: 5.3 -> 4.2 s with no collection, 2026-12-02) and
-# while the tests compose and drop OmegaConf trees
-gc.set_threshold(*GC_THRESHOLD)
-
 import pytest
 
 from verl_recipes import catalog
+from verl_recipes.__main__ import GC_THRESHOLD
 from verl_recipes.catalog import REPO
 from verl_recipes.compose import CACHE_ENV, compose
 from verl_recipes.entrypoints import ENTRYPOINTS
@@ -67,6 +61,14 @@ def _cuda_available() -> bool:
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects what is marked here
+def pytest_configure(config):
+    """The launcher's collection threshold in each test process too (xdist's workers included), set before the test
+    modules import verl and torch: the default collects over and over while their modules load (importing verl:
+    5.3 -> 4.2 s without collections) and while the tests compose and drop OmegaConf trees. make test-fast: 66-68 ->
+    47-51 s (2026-12-02)."""
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 def pytest_collection_modifyitems(config, items):
     mark_representatives(items)
     longest_first(items)
