@@ -60,7 +60,6 @@ def _cuda_available() -> bool:
         return False
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects what is marked here
 def pytest_configure(config):
     """The launcher's collection threshold in each test process too (xdist's workers included), set before the test
     modules import verl and torch: the default collects over and over while their modules load (importing verl:
@@ -69,6 +68,7 @@ def pytest_configure(config):
     gc.set_threshold(*GC_THRESHOLD)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects what is marked here
 def pytest_collection_modifyitems(config, items):
     mark_representatives(items)
     longest_first(items)
