@@ -107,6 +107,22 @@ def test_the_sglang_arm_is_ours_with_sglangs_rollout_fragment_for_vllms():
     assert sglang[env + "VERL_RECIPES_CHECKPOINT_NAMES"] == "1" and sglang[env + "VERL_RECIPES_FORCED_LENGTHS"] == "1"
 
 
+def test_the_sglang_levers_arm_is_ours_sglang_plus_the_levers_that_paid_and_its_graphs_cover_its_batch():
+    """ours_sglang_levers (the candidate defaults): ours_sglang and the three math-preserving levers that paid on vLLM,
+    no_recompute left out; SGLang captures decode graphs up to the 512 sequences the lever lets run, and fits."""
+    sglang, candidate = flatten(composed("ours_sglang")[1]), flatten(composed("ours_sglang_levers")[1])
+    differing = {key: candidate.get(key) for key in sglang.keys() | candidate.keys() if sglang.get(key) != candidate.get(key)}
+    kept = ["ours_logprob_budget", "ours_max_num_seqs", "ours_replay_poll"]
+    wanted = set().union(*(flatten(OmegaConf.load(REPO / f"{e2e_arms.ARMS[arm].fragment}.yaml")) for arm in kept))
+    graphs = "actor_rollout_ref.rollout.engine_kwargs.sglang.cuda_graph_max_bs"
+    assert set(differing) == wanted | {graphs}
+    assert differing[graphs] == differing["actor_rollout_ref.rollout.max_num_seqs"] == 512 and sglang[graphs] == 256
+    assert "actor_rollout_ref.model.enable_gradient_checkpointing" not in differing
+    config, cfg = composed("ours_sglang_levers")
+    plan = memory_plan(cfg, config)
+    assert plan.fits and not plan.errors, plan.verdict
+
+
 def test_in_order_runs_the_given_arms_one_after_another_on_one_gpu(capsys):
     assert e2e_levers.main(["1700", "--gpus", "1", "--in-order", "--arms", "verl_example,ours", "--dry-run"]) == 0
     printed = capsys.readouterr().out

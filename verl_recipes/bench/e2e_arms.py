@@ -53,6 +53,8 @@ ARMS = {
     # every lever above that preserves the math, at once (configs/perf/levers)
     "ours_levers": Arm(gpus=1, fragment="configs/perf/levers", bundle=True),
     "ours_sglang": Arm(gpus=1, rollout="sglang"),  # on the lent machine: SGLang's layer set (tests/gpu/pack_sglang.sh)
+    # SGLang with the levers that paid on vLLM (configs/perf/levers_without_recompute): the candidate defaults
+    "ours_sglang_levers": Arm(gpus=1, fragment="configs/perf/levers_without_recompute", bundle=True, rollout="sglang"),
 }
 
 
