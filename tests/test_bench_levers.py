@@ -81,7 +81,7 @@ def test_the_plan_takes_each_arm_s_committed_wall_time_and_refuses_what_seconds_
     ours = e2e_levers.wall_s("ours")
     assert ours == 571.9 and e2e_levers.wall_s("ours_liger") == 514.2  # its run of 2026-11-28 (an arm since folded in)
     assert e2e_levers.wall_s("ours_bypass") == ours  # a lever that has not run: ours' time
-    assert e2e_levers.wall_s("verl_example") == 579.3
+    assert e2e_levers.wall_s("verl_example") == 615.8  # 1 x H100, 2026-12-07
     assert e2e_levers.busiest_gpu_s(e2e_levers.waves(SIX, 4), 4, stagger=15) == 2 * ours + 3 * 15
     assert e2e_levers.main(["1300", "--arms", ",".join(SIX), "--dry-run"]) == 0
     assert "~1189 s of 1300 s" in capsys.readouterr().out
@@ -126,7 +126,7 @@ def test_the_sglang_levers_arm_is_ours_sglang_plus_the_levers_that_paid_and_its_
 def test_in_order_runs_the_given_arms_one_after_another_on_one_gpu(capsys):
     assert e2e_levers.main(["1700", "--gpus", "1", "--in-order", "--arms", "verl_example,ours", "--dry-run"]) == 0
     printed = capsys.readouterr().out
-    assert "# 2 arms on 1 GPU(s): ~1151 s of 1700 s" in printed  # 579.3 + 571.9, their longest committed walls
+    assert "# 2 arms on 1 GPU(s): ~1188 s of 1700 s" in printed  # 615.8 + 571.9, their longest committed walls
     jobs = [line for line in printed.splitlines() if not line.startswith("#")]
     assert [job.split()[:2] for job in jobs] == [["0", "w1.verl_example"], ["+0", "w1.ours"]]
     with pytest.raises(SystemExit):  # a third arm (ours_levers: 500 s on 2026-11-29) does not fit 1600 s
