@@ -12,9 +12,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl_recipes.bench import e2e_arms, e2e_levers
-from verl_recipes.catalog import REPO
+from verl_recipes.catalog import REPO, hf_config
 from verl_recipes.check.memory import memory_plan
 from verl_recipes.compose import compose, flatten
+from verl_recipes.planner import plan
 
 # the bench's workload (e2e.py defaults) at the 1.5B shape: the planner finds the model under models/ by its hub id
 MODEL, DATA = Path("Qwen/Qwen2.5-1.5B-Instruct"), [Path("/data/train.parquet"), Path("/data/test.parquet")]
@@ -121,6 +122,29 @@ def test_the_sglang_levers_arm_is_ours_sglang_plus_the_levers_that_paid_and_its_
     config, cfg = composed("ours_sglang_levers")
     plan = memory_plan(cfg, config)
     assert plan.fits and not plan.errors, plan.verdict
+
+
+def test_the_planner_sizes_sglangs_kv_cache_as_it_did_on_the_h100():
+    """The cut SGLang arm of 2026-12-07 logged SGLang's own memory figures (bench/results/e2e_cut.*): the planner, on
+    the arm's composed config and that card's memory, gives what the trainer held at SGLang's start and the KV cache
+    SGLang took from it within 2%; at a higher fraction, AdamW's states (made at the first update) no longer fit."""
+    import json
+
+    measured = json.loads((REPO / "bench/results/e2e_cut.ours_sglang_levers.h100.2026-12-07.json").read_text())
+    memory = measured["sglang_memory_gib"]
+    config, cfg = composed("ours_sglang_levers")
+    found = plan(cfg, hf_config(cfg.actor_rollout_ref.model.path), gpu_memory_gib=memory["gpu_total"])
+    assert found.fits, found.verdict
+    assert found.rollout.engine == "sglang"
+    assert found.rollout.pool_gib == pytest.approx(memory["free_at_start"], rel=0.02)
+    assert found.rollout.kv_capacity_tokens == pytest.approx(memory["kv_cache_tokens"], rel=0.02)
+    # at 0.9 the states no longer fit beside SGLang's share and graphs: the verdict names the fraction that fits
+    tight = plan(compose(config, [*e2e_arms.bench_args("ours_sglang_levers", MODEL, DATA, steps=3, batch=64,
+                                                       mini_batch=16),
+                                  "actor_rollout_ref.rollout.gpu_memory_utilization=0.9"]),
+                 hf_config(cfg.actor_rollout_ref.model.path), gpu_memory_gib=memory["gpu_total"])
+    assert not tight.fits and "next to the SGLang share" in tight.verdict
+    assert "gpu_memory_utilization from 0.90 to <= 0.80" in tight.verdict
 
 
 def test_in_order_runs_the_given_arms_one_after_another_on_one_gpu(capsys):

@@ -1,10 +1,11 @@
-"""vLLM rollout memory: KV bytes per token (2 x layers x KV heads x head_dim x 2 bytes), weights, capacity."""
+"""Rollout memory (vLLM, SGLang): KV bytes per token (2 x layers x KV heads x head_dim x 2 bytes), weights, capacity."""
 
 import pytest
 from test_planner_hf_configs import QWEN2_5_1_5B, QWEN2_5_7B, QWEN2_5_VL_7B, QWEN3_8B, QWEN3_30B_A3B, QWEN3_235B_A22B
 
 from verl_recipes.planner.model_shape import hf_total_params, model_shape
 from verl_recipes.planner.rollout_memory import (
+    SGLANG_GRAPHS_GIB,
     VLLM_RESERVE_GIB,
     kv_bytes_per_token,
     rollout_memory,
@@ -63,6 +64,22 @@ def test_kv_capacity_and_concurrency():
     assert estimate.kv_capacity_tokens == int((0.6 * 80 * GIB - weights - VLLM_RESERVE_GIB * GIB) // 28_672)
     assert estimate.concurrent_sequences == estimate.kv_capacity_tokens // 3072
     assert estimate.max_num_seqs_reachable
+
+
+def test_sglang_takes_its_fraction_of_what_is_free_at_its_start_and_keeps_its_graphs_beside():
+    """SGLang: 0.7 of (80 − the 10 GiB a trainer holds) for weights + KV, no reserve inside; its graphs beside the
+    share and kept while it sleeps. vLLM with the same inputs takes 0.7 of the card whatever the trainer holds."""
+    shape = model_shape(QWEN2_5_7B)
+    args = dict(tp=1, ep=1, gpu_memory_gib=80, gpu_memory_utilization=0.7, sequence_tokens=3072, max_num_seqs=256)
+    sglang = rollout_memory(shape, **args, engine="sglang", held_at_start_gib=10)
+    weights = rollout_weight_params(shape, tp=1, ep=1) * 2
+    assert sglang.pool_gib == 70 and sglang.share_gib == pytest.approx(0.7 * 70 + SGLANG_GRAPHS_GIB)
+    assert sglang.kv_capacity_tokens == int((0.7 * 70 * GIB - weights) // 57_344)
+    assert sglang.kept_asleep_gib == SGLANG_GRAPHS_GIB
+    vllm = rollout_memory(shape, **args, held_at_start_gib=10)
+    assert vllm.engine == "vllm" and vllm.pool_gib == 80 and vllm.share_gib == pytest.approx(56)
+    with pytest.raises(ValueError, match="rollout engine 'trtllm'"):
+        rollout_memory(shape, **args, engine="trtllm")
 
 
 def test_max_num_seqs_out_of_reach_with_long_sequences():

@@ -7,8 +7,11 @@ Phases checked per GPU (colocated hybrid engine, the 0.9.1 default):
 * old log-probs (FSDP): the actor's no-grad pass with the entropy, whose [tokens x vocab] logits (and, with
   use_torch_compile off, the entropy's temporaries) at log_prob_max_token_len_per_gpu can outgrow the update when
   fused kernels are off;
-* rollout: the actor state kept on the GPU during generation + the vLLM share + CUDA context,
-  and a KV cache holding at least one max_prompt_length + max_response_length sequence;
+* rollout: the actor state kept on the GPU during generation + the rollout engine's share + CUDA context,
+  and a KV cache holding at least one max_prompt_length + max_response_length sequence. vLLM's share is a fraction
+  of the card; SGLang's a fraction of what is free when it starts, before AdamW's states exist (they are made at the
+  first update), so with SGLang those states must fit in the rest beside its CUDA graphs
+  (verl_recipes/planner/rollout_memory.py);
 * weight push (colocated): the actor's weights back on the GPU + the bucket verl's sender allocates
   (rollout/vllm_rollout/bucketed_weight_transfer.py:183, checkpoint_engine.update_weights_bucket_megabytes, 2 GiB by
   default). A small model peaks here: every tiny colocated run measured 2.0-2.2 GiB of max_memory_allocated, FSDP
@@ -28,7 +31,7 @@ from verl_recipes.planner.config import require as _require
 from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown, fsdp_log_prob_pass
 from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, megatron_memory
 from verl_recipes.planner.model_shape import ModelShape, embedding_params, model_shape
-from verl_recipes.planner.rollout_memory import VLLM_SLEEP_RESIDUAL_GIB, RolloutEstimate, rollout_memory
+from verl_recipes.planner.rollout_memory import SGLANG_GRAPHS_GIB, RolloutEstimate, rollout_memory
 
 ACTOR = "actor_rollout_ref.actor"
 MODEL = "actor_rollout_ref.model"
@@ -46,10 +49,13 @@ class Term:
 class TrainingSide:
     terms: list[Term]  # the actor update's peak, per GPU
     lines: list[str]
-    rollout_resident_gib: float  # actor state left on the GPU while vLLM generates
+    rollout_resident_gib: float  # actor state left on the GPU while the rollout engine generates
     log_prob_terms: list[Term] = field(default_factory=list)  # the old-log-prob pass's peak; FSDP only
     log_prob_tokens: int = 0
     push_weights_gib: float = 0.0  # the actor's weights on the GPU while they are pushed to vLLM
+    # the part of rollout_resident_gib made at the first optimizer step (its states): not there yet when the rollout
+    # engine starts, which is what SGLang sizes its share by
+    optimizer_resident_gib: float = 0.0
 
 
 @dataclass
@@ -133,13 +139,15 @@ def megatron_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_t
             )
         )
     optimizer_on_gpu = not _get(cfg, f"{MEGATRON}.optimizer_offload", False)
-    resident = max(
-        (0 if param_offload else stage.weight_grad_gib)
-        + optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib)
+    # per stage: (state kept during rollout, the optimizer's part of it), the stage keeping most
+    resident, optimizer = max(
+        ((0 if param_offload else stage.weight_grad_gib) + optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib),
+         optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib))
         for stage in estimate.stages
     )
     # verl loads offloaded bf16 weights back for the push (workers/engine/megatron/transformer_impl.py)
-    return TrainingSide(terms, lines, resident, push_weights_gib=peak.params * BF16_BYTES / GIB)
+    return TrainingSide(terms, lines, resident, push_weights_gib=peak.params * BF16_BYTES / GIB,
+                        optimizer_resident_gib=optimizer)
 
 
 # ---- FSDP ----
@@ -235,7 +243,8 @@ def fsdp_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_token
     log_prob_tokens, log_prob_terms = fsdp_log_prob_terms(cfg, shape, shard, seq_tokens, ulysses, offload_policy)
     # the fp32 shards back on the GPU, and one full bf16 tensor at a time gathered from them (the embedding the largest)
     push = parts.params_gib + embedding_params(shape) * BF16_BYTES / GIB
-    return TrainingSide(terms, lines, parts.rollout_resident_gib, log_prob_terms, log_prob_tokens, push)
+    optimizer = 0.0 if _get(cfg, f"{FSDP}.optimizer_offload", False) else parts.optimizer_gib
+    return TrainingSide(terms, lines, parts.rollout_resident_gib, log_prob_terms, log_prob_tokens, push, optimizer)
 
 
 def fsdp_log_prob_terms(
@@ -314,14 +323,23 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         return Plan(fits=False, errors=errors, lines=[header, *errors], verdict=verdict)
 
     training = (megatron_training if engine == "megatron" else fsdp_training)(cfg, shape, world_size, seq_tokens)
-    # on the GPU in every training-side phase: the CUDA context, and what the sleeping vLLM engine keeps
-    beside = [Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
     utilization = _require(cfg, f"{ROLLOUT}.gpu_memory_utilization")
     colocated = _get(cfg, f"{ROLLOUT}.nnodes", 0) == 0  # 0: rollout shares the trainer's GPUs
+    actor_resident = training.rollout_resident_gib if colocated else 0.0
+    # what the trainer holds when the engine starts: its state but the optimizer's, and its context
+    held_at_start = actor_resident - training.optimizer_resident_gib + CUDA_CONTEXT_NCCL_GIB if colocated else 0.0
+    tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
+    ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
+    rollout = rollout_memory(
+        shape, tp, ep, gpu_memory_gib, utilization, seq_tokens, _get(cfg, f"{ROLLOUT}.max_num_seqs", 256),
+        engine=_get(cfg, f"{ROLLOUT}.name", "vllm"), held_at_start_gib=held_at_start,
+    )
+    label = ENGINE_LABELS[rollout.engine]
+    # on the GPU in every training-side phase: the CUDA context, and what the sleeping rollout engine keeps
+    beside = [Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
     if colocated:
-        free_cache_engine = _get(cfg, f"{ROLLOUT}.free_cache_engine", True)
-        kept = VLLM_SLEEP_RESIDUAL_GIB if free_cache_engine else utilization * gpu_memory_gib
-        beside.append(Term("vLLM kept during training", kept, f"set {ROLLOUT}.free_cache_engine=True"))
+        kept = rollout.kept_asleep_gib if _get(cfg, f"{ROLLOUT}.free_cache_engine", True) else rollout.share_gib
+        beside.append(Term(f"{label} kept during training", kept, f"set {ROLLOUT}.free_cache_engine=True"))
     terms = [*training.terms, *beside]
     training_gib = sum(term.gib for term in terms)
     log_prob_terms = [*training.log_prob_terms, *beside] if training.log_prob_terms else []
@@ -331,13 +349,7 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     push_gib = sum(term.gib for term in push_terms)
     allocated = max(sum(term.gib for term in phase) for phase in (training.terms, training.log_prob_terms, push_own))
 
-    tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
-    ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
-    rollout = rollout_memory(
-        shape, tp, ep, gpu_memory_gib, utilization, seq_tokens, _get(cfg, f"{ROLLOUT}.max_num_seqs", 256)
-    )
-    actor_resident = training.rollout_resident_gib if colocated else 0.0
-    rollout_gib = utilization * gpu_memory_gib + actor_resident + CUDA_CONTEXT_NCCL_GIB
+    rollout_gib = rollout.share_gib + actor_resident + CUDA_CONTEXT_NCCL_GIB
     reachable = "reachable" if rollout.max_num_seqs_reachable else "NOT reachable"
     lines = [
         header,
@@ -347,23 +359,43 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         *([f"old log-prob pass (no grad, entropy on): {training.log_prob_tokens} tokens per micro-batch per GPU",
            *(f"  {term.name}: {term.gib:.2f} GiB" for term in log_prob_terms),
            f"old log-prob peak: {log_prob_gib:.2f} GiB of {gpu_memory_gib:g} GiB"] if log_prob_terms else []),
-        f"rollout vLLM TP{tp} EP{ep}: weights {rollout.weights_gib:.2f} GiB/GPU, "
+        f"rollout {label} TP{tp} EP{ep}: weights {rollout.weights_gib:.2f} GiB/GPU, "
         f"KV {rollout.kv_bytes_per_token / 1024:.1f} KiB/token/GPU, {rollout.kv_capacity_tokens} tokens "
         f"= {rollout.concurrent_sequences} sequences of {seq_tokens} tokens per engine "
         f"(max_num_seqs {rollout.max_num_seqs} {reachable})",
-        f"rollout phase: vLLM share {utilization * gpu_memory_gib:.2f} GiB + actor kept {actor_resident:.2f} GiB "
+        *([f"SGLang's share: {utilization:g} of the {gpu_memory_gib - held_at_start:.2f} GiB free at its start "
+           f"(the trainer holds {held_at_start:.2f} GiB then; AdamW's {training.optimizer_resident_gib:.2f} GiB come "
+           f"at the first update) + its CUDA graphs"] if rollout.engine == "sglang" else []),
+        f"rollout phase: {label} share {rollout.share_gib:.2f} GiB + actor kept {actor_resident:.2f} GiB "
         f"+ CUDA context {CUDA_CONTEXT_NCCL_GIB:.2f} GiB = {rollout_gib:.2f} GiB",
         *([f"weight push: {' + '.join(f'{term.name} {term.gib:.2f}' for term in push_terms)} = {push_gib:.2f} GiB"]
           if push_terms else []),
         f"trainer's allocator peak (verl's actor/perf/max_memory_allocated_gb): {allocated:.2f} GiB",
     ]
     offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
+    limit = utilization_limit(rollout, gpu_memory_gib, actor_resident, held_at_start)
     fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys,
-                           log_prob_terms, push_terms)
+                           log_prob_terms, push_terms, (utilization, limit))
     phases = {"actor update": training_gib, "old log-probs": log_prob_gib, "rollout": rollout_gib,
               "weight push": push_gib}
     return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout,
                 allocated_gib=allocated, phases_gib=phases)
+
+
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def utilization_limit(rollout: RolloutEstimate, gpu_memory_gib: float, actor_resident_gib: float,
+                      held_at_start_gib: float) -> float:
+    """The highest gpu_memory_utilization whose rollout phase fits the GPU beside the actor's state, rounded down (a
+    limit printed as the value already set, 0.6996 as 0.70, would advise no change). vLLM's share is that fraction
+    of the card; SGLang's that fraction of what was free at its start, plus its graphs."""
+    room = gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib
+    if rollout.engine == "vllm":
+        fraction = room / gpu_memory_gib
+    else:
+        fraction = (room - SGLANG_GRAPHS_GIB) / (gpu_memory_gib - held_at_start_gib)
+    return math.floor(fraction * 100) / 100
 
 
 def push_phase_terms(cfg: DictConfig, training: TrainingSide) -> list[Term]:
@@ -388,6 +420,7 @@ def decide(
     offload_keys: str,
     log_prob_terms: list[Term],
     push_terms: list[Term],
+    utilization_and_limit: tuple[float, float],
 ) -> tuple[bool, str]:
     """(fits, verdict): each phase that overflows names its largest term and what to change."""
     biggest = max(terms, key=lambda term: term.gib)
@@ -410,14 +443,12 @@ def decide(
         problems.append(f"weight push needs {push_gib:.2f} GiB > {gpu_memory_gib:g} GiB; largest term: {largest.name} "
                         f"({largest.gib:.2f} GiB): {largest.advice}")
     if rollout_gib > gpu_memory_gib:
-        utilization = (rollout_gib - actor_resident_gib - CUDA_CONTEXT_NCCL_GIB) / gpu_memory_gib
-        # rounded down: a limit printed as the value already set (0.6996 as 0.70) would advise no change
-        limit = math.floor((gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib) / gpu_memory_gib * 100) / 100
+        utilization, limit = utilization_and_limit
         lower = (f" or lower {ROLLOUT}.gpu_memory_utilization from {utilization:.2f} to <= {limit:.2f}"
                  if 0 < limit < utilization else "")
         problems.append(
             f"rollout needs {rollout_gib:.2f} GiB > {gpu_memory_gib:g} GiB; the actor keeps {actor_resident_gib:.2f} "
-            f"GiB next to the vLLM share: set {offload_keys}=True{lower}"
+            f"GiB next to the {ENGINE_LABELS[rollout.engine]} share: set {offload_keys}=True{lower}"
         )
     if rollout.concurrent_sequences < 1:
         problems.append(
