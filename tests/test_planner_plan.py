@@ -142,6 +142,22 @@ def test_rollout_share_too_large_next_to_the_actor():
     assert "actor update needs" not in result.verdict
 
 
+def test_the_same_share_fits_with_sglang_and_an_unmodelled_engine_is_planned_as_vllm():
+    """At 0.9 vLLM's share of the card overfills it beside the actor by 5.64 GiB (85.64, above); SGLang's 0.9 of the
+    73.45 GiB free at its start, before AdamW's 7.09 GiB exist, by 1.75 GiB with its graphs, and the limit it
+    names is SGLang's (0.87, where vLLM's is 0.82). trtllm, which verl 0.9.1 also runs, is planned as vLLM and says
+    so."""
+    sglang = plan(composed(FSDP_RECIPE + [f"{ROLLOUT}.gpu_memory_utilization=0.9", f"{ROLLOUT}.name=sglang"]),
+                  QWEN2_5_7B)
+    assert sglang.rollout.engine == "sglang" and sglang.rollout.pool_gib == pytest.approx(80 - 3.55 - 3.0, abs=0.01)
+    assert "SGLang's share: 0.9 of the 73.45 GiB free at its start" in " ".join(sglang.lines)
+    assert not sglang.fits and "rollout needs 81.75 GiB" in sglang.verdict
+    assert "next to the SGLang share" in sglang.verdict and "from 0.90 to <= 0.87" in sglang.verdict
+    trtllm = plan(composed(FSDP_RECIPE + [f"{ROLLOUT}.name=trtllm"]), QWEN2_5_7B)
+    assert trtllm.rollout.engine == "vllm" and any(line.startswith("rollout trtllm (planned as vLLM)")
+                                                   for line in trtllm.lines)
+
+
 def test_rollout_advice_never_lowers_a_value_to_itself(capsys):
     """4 GPUs: the limit is 0.6996, which printed as 0.70 told a user at 0.70 to lower it to 0.70."""
     from verl_recipes import cli

@@ -139,12 +139,12 @@ def megatron_training(cfg: DictConfig, shape: ModelShape, world_size: int, seq_t
             )
         )
     optimizer_on_gpu = not _get(cfg, f"{MEGATRON}.optimizer_offload", False)
-    # per stage: (state kept during rollout, the optimizer's part of it), the stage keeping most
-    resident, optimizer = max(
-        ((0 if param_offload else stage.weight_grad_gib) + optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib),
-         optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib))
-        for stage in estimate.stages
-    )
+
+    def kept(stage) -> tuple[float, float]:  # (state kept during rollout, the optimizer's part of it)
+        optimizer = optimizer_on_gpu * (stage.weight_grad_optim_gib - stage.weight_grad_gib)
+        return (0 if param_offload else stage.weight_grad_gib) + optimizer, optimizer
+
+    resident, optimizer = max(kept(stage) for stage in estimate.stages)
     # verl loads offloaded bf16 weights back for the push (workers/engine/megatron/transformer_impl.py)
     return TrainingSide(terms, lines, resident, push_weights_gib=peak.params * BF16_BYTES / GIB,
                         optimizer_resident_gib=optimizer)
@@ -330,11 +330,13 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     held_at_start = actor_resident - training.optimizer_resident_gib + CUDA_CONTEXT_NCCL_GIB if colocated else 0.0
     tp = _get(cfg, f"{ROLLOUT}.tensor_model_parallel_size", 1)
     ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
+    name = _get(cfg, f"{ROLLOUT}.name", "vllm")
+    # an engine the planner has no model of (verl 0.9.1 also runs trtllm) is planned as vLLM, a fraction of the card
+    label = ENGINE_LABELS.get(name, f"{name} (planned as vLLM)")
     rollout = rollout_memory(
         shape, tp, ep, gpu_memory_gib, utilization, seq_tokens, _get(cfg, f"{ROLLOUT}.max_num_seqs", 256),
-        engine=_get(cfg, f"{ROLLOUT}.name", "vllm"), held_at_start_gib=held_at_start,
+        engine=name if name in ENGINE_LABELS else "vllm", held_at_start_gib=held_at_start,
     )
-    label = ENGINE_LABELS[rollout.engine]
     # on the GPU in every training-side phase: the CUDA context, and what the sleeping rollout engine keeps
     beside = [Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
     if colocated:
@@ -375,7 +377,7 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
     limit = utilization_limit(rollout, gpu_memory_gib, actor_resident, held_at_start)
     fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys,
-                           log_prob_terms, push_terms, (utilization, limit))
+                           log_prob_terms, push_terms, (utilization, limit), label)
     phases = {"actor update": training_gib, "old log-probs": log_prob_gib, "rollout": rollout_gib,
               "weight push": push_gib}
     return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout,
@@ -421,6 +423,7 @@ def decide(
     log_prob_terms: list[Term],
     push_terms: list[Term],
     utilization_and_limit: tuple[float, float],
+    engine_label: str,
 ) -> tuple[bool, str]:
     """(fits, verdict): each phase that overflows names its largest term and what to change."""
     biggest = max(terms, key=lambda term: term.gib)
@@ -448,7 +451,7 @@ def decide(
                  if 0 < limit < utilization else "")
         problems.append(
             f"rollout needs {rollout_gib:.2f} GiB > {gpu_memory_gib:g} GiB; the actor keeps {actor_resident_gib:.2f} "
-            f"GiB next to the {ENGINE_LABELS[rollout.engine]} share: set {offload_keys}=True{lower}"
+            f"GiB next to the {engine_label} share: set {offload_keys}=True{lower}"
         )
     if rollout.concurrent_sequences < 1:
         problems.append(
