@@ -31,7 +31,7 @@ from verl_recipes.planner.config import require as _require
 from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown, fsdp_log_prob_pass
 from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, megatron_memory
 from verl_recipes.planner.model_shape import ModelShape, embedding_params, model_shape
-from verl_recipes.planner.rollout_memory import SGLANG_GRAPHS_GIB, RolloutEstimate, rollout_memory
+from verl_recipes.planner.rollout_memory import RolloutEstimate, rollout_memory
 
 ACTOR = "actor_rollout_ref.actor"
 MODEL = "actor_rollout_ref.model"
@@ -365,7 +365,7 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         f"KV {rollout.kv_bytes_per_token / 1024:.1f} KiB/token/GPU, {rollout.kv_capacity_tokens} tokens "
         f"= {rollout.concurrent_sequences} sequences of {seq_tokens} tokens per engine "
         f"(max_num_seqs {rollout.max_num_seqs} {reachable})",
-        *([f"SGLang's share: {utilization:g} of the {gpu_memory_gib - held_at_start:.2f} GiB free at its start "
+        *([f"SGLang's share: {utilization:g} of the {rollout.pool_gib:.2f} GiB free at its start "
            f"(the trainer holds {held_at_start:.2f} GiB then; AdamW's {training.optimizer_resident_gib:.2f} GiB come "
            f"at the first update) + its CUDA graphs"] if rollout.engine == "sglang" else []),
         f"rollout phase: {label} share {rollout.share_gib:.2f} GiB + actor kept {actor_resident:.2f} GiB "
@@ -375,7 +375,7 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
         f"trainer's allocator peak (verl's actor/perf/max_memory_allocated_gb): {allocated:.2f} GiB",
     ]
     offload_keys = f"{MEGATRON if engine == 'megatron' else FSDP}.{{param_offload,optimizer_offload}}"
-    limit = utilization_limit(rollout, gpu_memory_gib, actor_resident, held_at_start)
+    limit = utilization_limit(rollout, utilization, gpu_memory_gib, actor_resident)
     fits, verdict = decide(terms, training_gib, rollout, rollout_gib, gpu_memory_gib, actor_resident, offload_keys,
                            log_prob_terms, push_terms, (utilization, limit), label)
     phases = {"actor update": training_gib, "old log-probs": log_prob_gib, "rollout": rollout_gib,
@@ -387,17 +387,14 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
 ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
-def utilization_limit(rollout: RolloutEstimate, gpu_memory_gib: float, actor_resident_gib: float,
-                      held_at_start_gib: float) -> float:
+def utilization_limit(rollout: RolloutEstimate, utilization: float, gpu_memory_gib: float,
+                      actor_resident_gib: float) -> float:
     """The highest gpu_memory_utilization whose rollout phase fits the GPU beside the actor's state, rounded down (a
-    limit printed as the value already set, 0.6996 as 0.70, would advise no change). vLLM's share is that fraction
-    of the card; SGLang's that fraction of what was free at its start, plus its graphs."""
-    room = gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib
-    if rollout.engine == "vllm":
-        fraction = room / gpu_memory_gib
-    else:
-        fraction = (room - SGLANG_GRAPHS_GIB) / (gpu_memory_gib - held_at_start_gib)
-    return math.floor(fraction * 100) / 100
+    limit printed as the value already set, 0.6996 as 0.70, would advise no change). The share is that fraction of
+    the engine's pool (the card for vLLM, what was free at its start for SGLang) plus what it keeps beside it."""
+    beside = rollout.share_gib - utilization * rollout.pool_gib
+    room = gpu_memory_gib - CUDA_CONTEXT_NCCL_GIB - actor_resident_gib - beside
+    return math.floor(room / rollout.pool_gib * 100) / 100
 
 
 def push_phase_terms(cfg: DictConfig, training: TrainingSide) -> list[Term]:
