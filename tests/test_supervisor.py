@@ -159,7 +159,7 @@ def test_a_vllm_death_verl_failed_on_is_named(tmp_path, fast, monkeypatch, capfd
 
 def test_a_users_launch_names_a_vllm_death(run_env, fast, monkeypatch, capfd):
     """The path `make <recipe>` takes (launch.launch, a local run): verl's output reaches the launch folder's log,
-    which is where the supervisor finds vLLM's report. On the GPU (results/faults/vllm_worker.json, 2026-12-02) the
+    which is where the supervisor finds vLLM's report. On the GPU (results/faults/vllm_worker.2026-12-02.json) the
     launcher ran verl without a log, and the killed worker's run exited unnamed."""
     from verl_recipes import catalog, launch
 
