@@ -31,7 +31,7 @@ from verl_recipes.planner.config import require as _require
 from verl_recipes.planner.fsdp_memory import CUDA_CONTEXT_NCCL_GIB, fsdp_breakdown, fsdp_log_prob_pass
 from verl_recipes.planner.megatron_memory import BF16_BYTES, GIB, megatron_memory
 from verl_recipes.planner.model_shape import ModelShape, embedding_params, model_shape
-from verl_recipes.planner.rollout_memory import RolloutEstimate, rollout_memory
+from verl_recipes.planner.rollout_memory import ENGINES, RolloutEstimate, rollout_memory
 
 ACTOR = "actor_rollout_ref.actor"
 MODEL = "actor_rollout_ref.model"
@@ -332,10 +332,10 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
     ep = _get(cfg, f"{ROLLOUT}.expert_parallel_size", 1)
     name = _get(cfg, f"{ROLLOUT}.name", "vllm")
     # an engine the planner has no model of (verl 0.9.1 also runs trtllm) is planned as vLLM, a fraction of the card
-    label = ENGINE_LABELS.get(name, f"{name} (planned as vLLM)")
+    label = ENGINES.get(name, f"{name} (planned as vLLM)")
     rollout = rollout_memory(
         shape, tp, ep, gpu_memory_gib, utilization, seq_tokens, _get(cfg, f"{ROLLOUT}.max_num_seqs", 256),
-        engine=name if name in ENGINE_LABELS else "vllm", held_at_start_gib=held_at_start,
+        engine=name if name in ENGINES else "vllm", held_at_start_gib=held_at_start,
     )
     # on the GPU in every training-side phase: the CUDA context, and what the sleeping rollout engine keeps
     beside = [Term("CUDA context + NCCL", CUDA_CONTEXT_NCCL_GIB, "nothing (fixed overhead)")]
@@ -382,9 +382,6 @@ def plan(cfg: DictConfig | dict, hf_config: dict | str | Path, gpu_memory_gib: f
               "weight push": push_gib}
     return Plan(fits=fits, errors=[], lines=lines, verdict=verdict, training_terms=terms, rollout=rollout,
                 allocated_gib=allocated, phases_gib=phases)
-
-
-ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def utilization_limit(rollout: RolloutEstimate, utilization: float, gpu_memory_gib: float,

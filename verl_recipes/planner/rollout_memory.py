@@ -28,7 +28,7 @@ VLLM_RESERVE_GIB = 4.0
 VLLM_SLEEP_RESIDUAL_GIB = 1.0
 # SGLang's CUDA graphs, outside its static share; verl's sleep releases weights and KV cache, not these.
 SGLANG_GRAPHS_GIB = 2.0
-ENGINES = ("vllm", "sglang")
+ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}  # the engines modelled: verl's name -> the name plans print
 
 
 @dataclass(frozen=True)
