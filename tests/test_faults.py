@@ -11,7 +11,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -186,6 +188,87 @@ def test_the_relaunch_resumed_the_last_complete_checkpoint_and_passed_over_the_c
     assert not suite.passed_over(launch, "global_step_30") and not suite.passed_over({}, "global_step_3")
 
 
+def launch_folder(run_dir, name, steps=(), mtime=None):
+    """A launch as verl_recipes/launch.py leaves it: its record, and verl's metrics of the steps it logged."""
+    folder = run_dir / resume.LAUNCHES / name
+    folder.mkdir(parents=True)
+    (folder / "launch.json").write_text("{}")
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": {"x": s}}) + "\n" for s in steps))
+    if mtime is not None:
+        os.utime(folder / "launch.json", (mtime, mtime))
+    return folder
+
+
+def test_a_relaunchs_step_counts_once_logged_and_its_metrics_are_kept(tmp_path, monkeypatch):
+    """verl logs a step after saving it: the suite waits for the launch's own metrics line, so a relaunch's first
+    step is in its metrics when the next fault strikes, and copies each launch's metrics for resume_match.py."""
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    run_dir = tmp_path / "run"
+    launch_folder(run_dir, "20261207-100000", steps=[1, 2], mtime=1000.0)  # the killed launch before
+    assert suite.logged_step(run_dir, since=2000.0) == 0  # the relaunch has no launch record yet
+    now = launch_folder(run_dir, "20261207-100500", steps=[], mtime=2001.0)
+    assert suite.newest_launch(run_dir, since=2000.0) == now and suite.logged_step(run_dir, since=2000.0) == 0
+    (now / "metrics.jsonl").write_text(json.dumps({"step": 3, "data": {}}) + "\n" + '{"step": 4, "da')
+    assert suite.logged_step(run_dir, since=2000.0) == 3  # a line still being written is not a step
+    dest = tmp_path / "out" / "metrics" / "faults.colocated.vllm_engine.1.jsonl"
+    assert suite.keep_metrics(run_dir, 2000.0, dest) and dest.read_text().startswith('{"step": 3')
+    assert not suite.keep_metrics(run_dir, 3000.0, tmp_path / "none.jsonl")  # that launch never wrote its record
+
+
+def test_the_references_are_the_chains_launch_with_the_recipes_seed_and_the_next():
+    setup = suite.Setup("qwen25-7b-grpo", REPO / "tiny", {}, REPO / "runs" / "r", "0", {})
+    own = suite.rollout_seed(setup)
+    assert own == 42  # verl 0.9.1's rollout.seed; the recipe keeps it
+    command = setup.command([f"actor_rollout_ref.rollout.seed={own + 1}"])
+    assert command[2:8] == ["verl_recipes", "run", "qwen25-7b-grpo", "--variant", "", "--resume"]
+    assert command[-1].endswith("actor_rollout_ref.rollout.seed=43") and "trainer.save_freq=1" in command[-1]
+    assert setup.command()[-1] == command[-1].removesuffix(" actor_rollout_ref.rollout.seed=43")
+    with pytest.raises(SystemExit):
+        suite.main(["reference", "qwen25-7b-grpo", "--steps", "2"])  # one step of noise is none
+
+
+class Launcher:
+    """A stand-in for `python -m verl_recipes run` under the suite: it leaves its launch record and logs `steps`
+    steps at once, seeing the rollout seed it was given."""
+
+    steps = 6
+    seeds: list[str] = []
+
+    def __init__(self, command, env, log):
+        self.log, self.started = log, time.time()
+        seed = [a for a in command[-1].split() if a.startswith("actor_rollout_ref.rollout.seed=")]
+        Launcher.seeds.append(seed[0] if seed else "")
+        log.write_text("launched\n")
+        launch_folder(Path(env["RL_RUNS_DIR"]) / "qwen25-7b-grpo-v1", f"{len(Launcher.seeds)}",
+                      steps=range(1, Launcher.steps + 1))
+        self.proc = types.SimpleNamespace(returncode=0)
+
+    def alive(self):
+        return False
+
+    def trim(self):
+        pass
+
+
+def test_the_reference_job_runs_both_seeds_and_writes_what_resume_match_reads(tmp_path, monkeypatch):
+    setup = suite.Setup("qwen25-7b-grpo", tmp_path / "tiny", {}, tmp_path / "work" / "runs" / "qwen25-7b-grpo-v1",
+                        "0", {"mode": "colocated", "recipe": "qwen25-7b-grpo", "hardware": "1 x H100", "date": "d"})
+    monkeypatch.setattr(suite, "prepare", lambda spec, label, out, work: (out / "logs").mkdir(parents=True) or setup)
+    monkeypatch.setattr(suite, "Run", Launcher)
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    Launcher.seeds = []
+    assert suite.reference("qwen25-7b-grpo", 6, tmp_path / "out", tmp_path / "work") == 0
+    assert Launcher.seeds == ["", "actor_rollout_ref.rollout.seed=43"]  # the chain's own launch, then the next seed
+    rec = json.loads((tmp_path / "out" / "reference.json").read_text())
+    assert rec["seeds"] == {"own": 42, "other": 43} and rec["steps"] == 6 and rec["recipe"] == "qwen25-7b-grpo"
+    for which in ("own", "other"):
+        kept = tmp_path / "out" / "metrics" / rec["metrics"][which]
+        assert sorted(json.loads(line)["step"] for line in kept.read_text().splitlines()) == [1, 2, 3, 4, 5, 6]
+    monkeypatch.setenv("GPU_DEADLINE", str(time.time() + suite.START_S))  # no time for even one
+    assert suite.reference("qwen25-7b-grpo", 6, tmp_path / "late", tmp_path / "work") == 0
+    assert json.loads((tmp_path / "late" / "reference.json").read_text())["metrics"] == {}
+
+
 def record(fault, **changes):
     kind = suite.KINDS[fault]
     message = supervisor.Fault(kind.role, 113, kind.what).message()
@@ -259,26 +342,39 @@ def test_the_launch_is_the_cards_tiny_smoke_made_resumable():
     assert not [a for a in args if "hf_model" in a or "${trainer.total_training_steps}" in a]
 
 
-def laid_out(modes: list[str], chain: int, gpus: int = 4) -> list:
-    return gpu_queue.lay_out(suite.queue_jobs(suite.plan(modes, list(suite.KINDS), chain), "o"), gpus, 15)
+def laid_out(modes: list[str], chain: int, gpus: int = 4, references: bool = True) -> list:
+    jobs = suite.queue_jobs(suite.plan(modes, list(suite.KINDS), chain, references), "o")
+    return gpu_queue.lay_out(jobs, gpus, 15)
 
 
-def test_colocated_faults_lay_out_one_a_gpu_in_one_wave():
-    laid = laid_out(["colocated"], 2)
-    jobs = [placed.line() for placed in laid]
-    assert sorted(job.split()[0] for job in jobs) == ["0", "1", "2", "3"]  # none queued
-    assert [job.split()[5:7] for job in jobs] == [["qwen25-7b-grpo", "vllm_engine,vllm_worker"],
-                                                  ["qwen25-7b-grpo", "trainer_worker,reward_worker"],
-                                                  ["qwen25-7b-grpo", "stuck_engine,driver_during_save"],
-                                                  ["retool-qwen25-7b", "sandbox"]]
-    assert 1100 < gpu_queue.finish_s(laid) < 1300  # results/faults/README.md: ~1185 s
+def test_colocated_faults_lay_out_one_a_gpu_and_the_sandbox_after_the_references():
+    jobs = [placed.line() for placed in laid_out(["colocated"], 2)]
+    assert [job.split()[0] for job in jobs] == ["0", "1", "2", "3", "+3"]
+    assert [job.split()[4:7] for job in jobs] == [["job", "qwen25-7b-grpo", "vllm_engine,vllm_worker"],
+                                                  ["job", "qwen25-7b-grpo", "trainer_worker,reward_worker"],
+                                                  ["job", "qwen25-7b-grpo", "stuck_engine,driver_during_save"],
+                                                  ["reference", "qwen25-7b-grpo", "--out"],
+                                                  ["job", "retool-qwen25-7b", "sandbox"]]
+    assert 1250 < gpu_queue.finish_s(laid_out(["colocated"], 2)) < 1450  # results/faults/README.md: ~1345 s
+    without = laid_out(["colocated"], 2, references=False)
+    assert [placed.line().split()[0] for placed in without] == ["0", "1", "2", "3"]  # none queued
+    assert 1100 < gpu_queue.finish_s(without) < 1300  # ~1185 s
+
+
+def test_the_references_are_two_launches_of_their_steps_and_fit_after_any_chain():
+    assert suite.job_seconds([suite.REFERENCE]) == suite.BUILD_S + 2 * (
+        suite.START_S + (suite.REFERENCE_STEPS - 1) * suite.STEP_S)
+    # a chain of three relaunches resumes at most step 4 or so; the noise needs steps 2..K, two or more
+    assert suite.REFERENCE_STEPS >= 5 and suite.FIRST_NOISE_STEPS == 3
+    assert suite.plan(["separate_async"], ["vllm_engine"], 1)[-1] == ("qwen25-7b-grpo:separate_async", ["reference"])
+    assert suite.plan(["colocated"], ["sandbox"], 1) == [("retool-qwen25-7b", ["sandbox"])]  # nothing to resume
 
 
 def test_separate_async_takes_two_gpus_a_job_and_queues_what_does_not_fit():
     laid = laid_out(["separate_async"], 3)
-    assert [placed.line().split()[0] for placed in laid] == ["0,1", "2,3"]
+    assert [placed.line().split()[0] for placed in laid] == ["0,1", "2,3", "+2,3"]  # the references queue
     assert "sandbox" not in str(laid)  # the variant has no tool
-    both = [placed.line() for placed in laid_out(list(suite.MODES), 2)]
+    both = [placed.line() for placed in laid_out(list(suite.MODES), 2, references=False)]
     assert len(both) == 7 and sum(job.startswith("+") for job in both) == 5  # two jobs of two GPUs start
     with pytest.raises(ValueError, match="needs 2 GPUs"):
         gpu_queue.lay_out(suite.queue_jobs(suite.plan(["separate_async"], ["vllm_engine"], 1), "o"), 1, 15)
@@ -286,9 +382,11 @@ def test_separate_async_takes_two_gpus_a_job_and_queues_what_does_not_fit():
 
 def test_the_plan_is_refused_when_its_seconds_do_not_fit(capsys):
     with pytest.raises(SystemExit):
-        suite.main(["600", "--modes", "colocated"])
-    assert "takes about" in capsys.readouterr().err
-    assert suite.main(["1300", "--modes", "colocated", "--dry-run"]) == 0
+        suite.main(["1300", "--modes", "colocated"])
+    assert "takes about 1345 s" in capsys.readouterr().err
+    assert suite.main(["1400", "--modes", "colocated", "--dry-run"]) == 0
+    assert "5 jobs on 4 GPUs" in capsys.readouterr().out
+    assert suite.main(["1300", "--modes", "colocated", "--no-reference", "--dry-run"]) == 0
     assert "4 jobs on 4 GPUs" in capsys.readouterr().out
 
 

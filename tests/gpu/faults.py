@@ -2,7 +2,7 @@
 each killed or stopped as a worker of a user's run dies or hangs, measured, then relaunched with RESUME=auto.
 
     python3 tests/gpu/faults.py SECONDS [--gpus 4] [--modes colocated separate_async] [--faults ...] [--chain 2]
-                                        [--out /tmp/faults/out] [--dry-run]
+                                        [--no-reference] [--out /tmp/faults/out] [--dry-run]
 lays the faults out over the GPUs and runs them through tests/gpu/side_by_side.sh (the kit's run.sh, one runs folder
 a job), like learn_reruns.py; --dry-run prints the jobs and the expected seconds. Each job is
     python3 tests/gpu/faults.py job RECIPE[:VARIANT] FAULT[,FAULT...] [--out DIR] [--work DIR]
@@ -18,7 +18,13 @@ the last relaunch is ended by the suite. A chain costs one start-up a fault inst
 - driver_during_save: kill -9 of verl's TaskRunner (the trainer loop, which writes a checkpoint and marks it
   COMPLETE) while a global_step_N folder exists without its marker (verl_recipes/runtime/checkpoints.py); the relaunch
   must pass that folder over and resume the one before it.
-Each fault writes OUT/<fault>[-separate_async].json (results/faults/README.md) and OUT/logs/<job>.<n>.log.
+Each fault writes OUT/<fault>[-separate_async].json (results/faults/README.md), OUT/logs/<job>.<n>.log and the
+launch's metrics, OUT/metrics/<job>.<n>.jsonl. A relaunch's record names its metrics (`relaunch_metrics`): its first
+step is the resumed one. Each mode also gets (--no-reference: not)
+    python3 tests/gpu/faults.py reference RECIPE[:VARIANT] [--steps 6] [--out DIR] [--work DIR]
+the chain's launch left uninterrupted to --steps steps, once with the recipe's rollout seed and once with the next:
+OUT/reference[-separate_async].json. tests/gpu/resume_match.py then compares each relaunch's first step with the
+first run's same step, within the noise the two measure (issue 45's exact resume).
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ import psutil
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.append(str(REPO))  # verl_recipes from this checkout where none is installed (the lent machine)
+sys.path.append(str(HERE))  # resume_match beside it, also when this file is loaded by path (tests/test_faults.py)
+
+import resume_match  # noqa: E402
 
 from verl_recipes import gpu_queue, supervisor  # noqa: E402
 from verl_recipes.runtime import checkpoints as ckpt  # noqa: E402
@@ -50,6 +59,7 @@ SANDBOX_SCRIPT = "sandbox_child.py"  # agents/sandbox.py starts `python ... sand
 DRIVER_TITLE = "ray::TaskRunner"  # verl 0.9.1's TaskRunnerV1: the trainer loop, which saves and marks checkpoints
 DRIVER = "trainer driver"
 SANDBOX = "sandbox"
+REFERENCE = resume_match.REFERENCE  # the job that runs a mode's launch uninterrupted, twice, and its record
 
 DIED_BOUND_S = 60.0  # issue 45: a run whose process died exits within 60 s
 # issue 45: "heartbeat + 30 s" after a process stops. The supervisor's heartbeat is its poll: it sees the stop within
@@ -58,6 +68,9 @@ STOPPED_BOUND_S = 2 * supervisor.POLL_S + supervisor.STOPPED_S + supervisor.CLEA
 SURVIVE_BOUND_S = 120.0  # a killed sandbox call: the run must checkpoint a further step within this
 HANG_S = 30.0  # how long past its bound a run is still timed before the suite ends it
 SETTLE_S = 30.0  # issue 45: no GPU process of the run is left 30 s after it exits
+STEP_S = 10.0  # a tiny step with its save, once started (3-4 s on an H200, results/smoke)
+REFERENCE_STEPS = 6  # a reference run's steps: past the step any chain's relaunch resumes, and 5 steps of noise
+FIRST_NOISE_STEPS = resume_match.FIRST_RESUMABLE + 1  # the fewest steps that give the noise two steps
 START_S = 310.0  # a launch to its first checkpoint (eager vLLM, no validation): 211 s on an H200 (2026-11-28), 306 and 275 s on an H100 (2026-12-07)
 START_TIMEOUT_S = 600.0  # a start-up beside three neighbours took 4.5 min (results/learn/README.md)
 INJECT_TIMEOUT_S = 180.0  # a save or a tool call comes every step
@@ -190,13 +203,42 @@ def saving(checkpoints: Path, after: int) -> Path | None:
     return incomplete[-1] if incomplete and ckpt.step(incomplete[-1]) > after else None
 
 
-def last_launch(run_dir: Path) -> dict:
-    """The newest launch record (verl_recipes/launch.py): its resumption decision and the checkpoint it resumed."""
+def newest_launch(run_dir: Path, since: float = 0.0) -> Path | None:
+    """The folder of the newest launch (verl_recipes/launch.py) whose record was written at `since` or later."""
     from verl_recipes.launch import LAUNCH_RECORD
     from verl_recipes.resume import LAUNCHES
 
     records = sorted((run_dir / LAUNCHES).glob(f"*/{LAUNCH_RECORD}"), key=lambda p: p.stat().st_mtime)
-    return json.loads(records[-1].read_text()) if records else {}
+    return records[-1].parent if records and records[-1].stat().st_mtime >= since else None
+
+
+def last_launch(run_dir: Path) -> dict:
+    """The newest launch record: its resumption decision and the checkpoint it resumed."""
+    from verl_recipes.launch import LAUNCH_RECORD
+
+    folder = newest_launch(run_dir)
+    return json.loads((folder / LAUNCH_RECORD).read_text()) if folder else {}
+
+
+def logged_step(run_dir: Path, since: float) -> int:
+    """The newest step the launch started at `since` has logged, 0 before any: verl logs a step after saving it, so
+    a relaunch's first step is both checkpointed and in its metrics once this passes it."""
+    from verl_recipes.launch import metrics_file
+
+    folder = newest_launch(run_dir, since)
+    return max(resume_match.read_steps(metrics_file(folder)), default=0) if folder else 0
+
+
+def keep_metrics(run_dir: Path, since: float, dest: Path) -> bool:
+    """Copy the metrics of the launch started at `since` to `dest` (tests/gpu/resume_match.py reads them)."""
+    from verl_recipes.launch import metrics_file
+
+    folder = newest_launch(run_dir, since)
+    if not folder or not metrics_file(folder).is_file():
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(metrics_file(folder).read_bytes())
+    return True
 
 
 def resumed(launch: dict, checkpoint: Path | None, trained: bool) -> bool:
@@ -270,27 +312,38 @@ def job_name(spec: str, faults: list[str]) -> str:
 
 
 def job_seconds(faults: list[str]) -> float:
-    """A chain's guess: the build, one launch a fault (and the one that shows the last resumed), each fault's bound
-    and settling time."""
+    """A job's guess. A chain: the build, one launch a fault (and the one that shows the last resumed), each fault's
+    bound and settling time. The references: the build and two launches of REFERENCE_STEPS steps."""
+    if faults == [REFERENCE]:
+        return BUILD_S + 2 * (START_S + (REFERENCE_STEPS - 1) * STEP_S)
     launches = len(faults) + (1 if KINDS[faults[-1]].ends else 0)
     return BUILD_S + launches * START_S + sum(KINDS[f].bound_s + SETTLE_S for f in faults)
 
 
-def plan(modes: list[str], faults: list[str], chain: int) -> list[tuple[str, list[str]]]:
-    """(recipe, its chain of faults): each mode's faults in chains of `chain`; the sandbox on ReTool, colocated."""
+def plan(modes: list[str], faults: list[str], chain: int, references: bool = True) -> list[tuple[str, list[str]]]:
+    """(recipe, its chain of faults): each mode's faults in chains of `chain`, and its reference runs, [REFERENCE],
+    for tests/gpu/resume_match.py; the sandbox on ReTool, colocated."""
     jobs = []
     for mode in modes:
         chained = [f for f in faults if f != "sandbox"]
         jobs += [(MODES[mode], chained[i:i + chain]) for i in range(0, len(chained), chain)]
+        if references and chained:
+            jobs.append((MODES[mode], [REFERENCE]))
         if mode == "colocated" and "sandbox" in faults:
             jobs.append((SANDBOX_RECIPE, ["sandbox"]))
     return jobs
 
 
+def job_command(spec: str, faults: list[str], out: str) -> str:
+    if faults == [REFERENCE]:
+        return f"python3 {HERE / 'faults.py'} {REFERENCE} {spec} --out {out}"
+    return f"python3 {HERE / 'faults.py'} job {spec} {','.join(faults)} --out {out}"
+
+
 def queue_jobs(jobs: list[tuple[str, list[str]]], out: str) -> list[gpu_queue.Job]:
     """The plan's jobs as verl_recipes/gpu_queue.py lays them out: two-GPU jobs first, then the longest."""
-    return [gpu_queue.Job(job_name(spec, faults), f"python3 {HERE / 'faults.py'} job {spec} {','.join(faults)} --out {out}",
-                          job_seconds(faults), WIDTH[mode_of(spec)])
+    return [gpu_queue.Job(job_name(spec, faults), job_command(spec, faults, out), job_seconds(faults),
+                          WIDTH[mode_of(spec)])
             for spec, faults in sorted(jobs, key=lambda j: (-WIDTH[mode_of(j[0])], -job_seconds(j[1])))]
 
 
@@ -329,6 +382,7 @@ class Run:
 
     def __init__(self, command: list[str], env: dict, log: Path):
         self.log = log
+        self.started = time.time()  # its launch record is written after this
         with open(log, "w") as out:  # a session of its own: the kit's timeout must not kill it before end() does
             self.proc = subprocess.Popen(in_checkout(command), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
@@ -440,65 +494,142 @@ def next_launch(fault: str | None, pending: bool, left_s: float) -> tuple[str | 
     return fault, True, note
 
 
-def job(spec: str, faults: list[str], out: Path, work: Path) -> int:
+@dataclass(frozen=True)
+class Setup:
+    """What every launch of a job shares."""
+    spec: str
+    tiny: Path
+    env: dict
+    run_dir: Path  # the recipe's run folder under RL_RUNS_DIR
+    gpus: str
+    about: dict  # mode, recipe, hardware, date: every record has them
+
+    def command(self, extra: list[str] = ()) -> list[str]:
+        name, _, variant = self.spec.partition(":")
+        return [sys.executable, "-m", "verl_recipes", "run", name, "--variant", variant, "--resume", "auto",
+                "--args", shlex.join([*launch_args(self.spec, self.tiny / "model"), *extra])]
+
+
+def prepare(spec: str, label: str, out: Path, work: Path) -> Setup:
+    """The recipe's tiny model and data in work/tiny (built once), its runs in work/runs."""
     from verl_recipes import catalog
-    from verl_recipes.resume import CHECKPOINTS
 
     name, _, variant = spec.partition(":")
-    label = job_name(spec, faults)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     tiny, runs = work / "tiny", work / "runs"
     if not tiny.exists():
         with open(out / "logs" / f"{label}.build.log", "w") as log:
             subprocess.run(in_checkout([sys.executable, "-m", "verl_recipes.smoke.tiny", str(tiny), "--recipe", spec]),
                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=True)
-    checkpoints = runs / catalog.get(name, None, variant or None).run_name / CHECKPOINTS
-    command = [sys.executable, "-m", "verl_recipes", "run", name, "--variant", variant, "--resume", "auto",
-               "--args", shlex.join(launch_args(spec, tiny / "model"))]
     env = {**os.environ, "RL_DATA_DIR": str(tiny / "data"), "RL_RUNS_DIR": str(runs), "PYTHONUNBUFFERED": "1"}
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
     names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                            text=True).stdout.splitlines()
     about = {"mode": mode_of(spec), "recipe": spec, "hardware": hardware([n.strip() for n in names if n.strip()], gpus),
              "date": time.strftime("%Y-%m-%d")}
-    deadline = float(os.environ.get("GPU_DEADLINE", time.time() + 86400))
+    return Setup(spec, tiny, env, runs / catalog.get(name, None, variant or None).run_name, gpus, about)
+
+
+def deadline() -> float:
+    return float(os.environ.get("GPU_DEADLINE", time.time() + 86400))
+
+
+def job(spec: str, faults: list[str], out: Path, work: Path) -> int:
+    from verl_recipes.resume import CHECKPOINTS
+
+    label = job_name(spec, faults)
+    setup = prepare(spec, label, out, work)
+    checkpoints = setup.run_dir / CHECKPOINTS
     pending: dict | None = None  # the last fault's record, until a relaunch shows whether it resumed
     run = None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the kit's timeout: end the run in `finally`
     try:
         for n, fault in enumerate([*faults, None]):  # None: the relaunch that shows the last fault resumed
-            fault, go, note = next_launch(fault, pending is not None, deadline - time.time())
+            fault, go, note = next_launch(fault, pending is not None, deadline() - time.time())
             if note:
                 print(f"[faults] {label}: {note}", flush=True)
             if not go:
                 break
             kind = KINDS.get(fault)
             base = ckpt.newest_complete(checkpoints)[0]
-            run = Run(command, env, out / "logs" / f"{label}.{n}.log")
+            run = Run(setup.command(), setup.env, out / "logs" / f"{label}.{n}.log")
             after = ckpt.step(base) if base else 0
-            trained = poll(lambda after=after: newest_step(checkpoints) > after, START_TIMEOUT_S, alive=run.alive)
+            trained = poll(lambda run=run, after=after: newest_step(checkpoints) > after
+                           and logged_step(setup.run_dir, run.started) > after, START_TIMEOUT_S, alive=run.alive)
             if pending:
-                launch = last_launch(checkpoints.parent)
-                pending.update(checkpoint=base.name if base else None, resumed=resumed(launch, base, bool(trained)))
+                launch = last_launch(setup.run_dir)
+                pending.update(checkpoint=base.name if base else None, resumed=resumed(launch, base, bool(trained)),
+                               relaunch_metrics=f"{label}.{n}.jsonl")
                 if "cut" in pending:
                     pending["passed_over"] = passed_over(launch, pending["cut"])
                 write(pending, out)
                 pending = None
-            rec = hit(run, fault, kind, checkpoints, gpus) if trained and kind else None
+            rec = hit(run, fault, kind, checkpoints, setup.gpus) if trained and kind else None
             if run.alive():
                 run.end()
             run.trim()
+            keep_metrics(setup.run_dir, run.started, out / resume_match.METRICS / f"{label}.{n}.jsonl")
             if rec is None:
                 if kind:
                     print(f"[faults] {label}: launch {n} {'found no ' + kind.role if trained else 'trained no step'} "
                           f"(exit {run.proc.returncode}); see {run.log.name}", flush=True)
                 break
-            rec = {**about, **rec}
+            rec = {**setup.about, **rec}
             write(rec, out)  # again once the relaunch shows whether it resumed
             pending = rec if kind.ends else None
     finally:
         if run and run.alive():
             run.end(2.0)  # the kit's timeout kills this job 10 s after its SIGTERM
+    return 0
+
+
+def rollout_seed(setup: Setup) -> int:
+    from verl_recipes import catalog
+    from verl_recipes.compose import compose
+
+    name, _, variant = setup.spec.partition(":")
+    recipe = catalog.get(name, None, variant or None)
+    return int(compose(recipe, launch_args(setup.spec, setup.tiny / "model")).actor_rollout_ref.rollout.seed)
+
+
+def reference(spec: str, steps: int, out: Path, work: Path) -> int:
+    """A chain's launch left uninterrupted to `steps` steps, in a runs folder of its own, twice: with the recipe's
+    rollout seed (the run a relaunch must match) and with the next (the noise). Writes OUT/reference[-<mode>].json
+    and the two runs' metrics for tests/gpu/resume_match.py."""
+    mode = mode_of(spec)
+    label = f"{REFERENCE}.{mode}"
+    setup = prepare(spec, label, out, work)
+    own = rollout_seed(setup)
+    seeds = {"own": own, "other": own + 1}
+    rec = {**setup.about, "seeds": seeds, "steps": steps, "metrics": {}, "logs": {}}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    run = None
+    try:
+        for which, seed in seeds.items():
+            need = START_S + (steps - 1) * STEP_S
+            if deadline() - time.time() < need:
+                print(f"[faults] {label}: {deadline() - time.time():.0f} s left, {need:.0f} s needed; "
+                      f"stopping before the seed {seed} run", flush=True)
+                break
+            extra = [] if which == "own" else [f"actor_rollout_ref.rollout.seed={seed}"]
+            runs = work / f"{REFERENCE}-s{seed}"
+            run = Run(setup.command(extra), {**setup.env, "RL_RUNS_DIR": str(runs)}, out / "logs" / f"{label}.s{seed}.log")
+            run_dir = runs / setup.run_dir.name
+            poll(lambda run=run, run_dir=run_dir: logged_step(run_dir, run.started) >= steps,
+                 START_TIMEOUT_S + steps * STEP_S, alive=run.alive)
+            if run.alive():
+                run.end()
+            run.trim()
+            rec["metrics"][which] = f"{label}.s{seed}.jsonl"
+            rec["logs"][which] = run.log.name
+            kept = keep_metrics(run_dir, run.started, out / resume_match.METRICS / rec["metrics"][which])
+            print(f"[faults] {label}: seed {seed} logged {logged_step(run_dir, run.started) if kept else 0} of "
+                  f"{steps} steps; see {run.log.name}", flush=True)
+    finally:
+        if run and run.alive():
+            run.end(2.0)
+        name = f"{REFERENCE}.json" if mode == "colocated" else f"{REFERENCE}-{mode}.json"
+        (out / name).write_text(json.dumps(rec, indent=1) + "\n")
     return 0
 
 
@@ -517,22 +648,40 @@ def job_main(argv: list[str]) -> int:
     return job(ns.recipe, faults, Path(ns.out), work)
 
 
+def reference_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=f"faults.py {REFERENCE}", description=reference.__doc__)
+    parser.add_argument("recipe", help="RECIPE[:VARIANT], as its chains")
+    parser.add_argument("--steps", type=int, default=REFERENCE_STEPS)
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/faults/out"))
+    parser.add_argument("--work", default="", help="tiny model and runs folder (default /tmp/faults/work/<job>)")
+    ns = parser.parse_args(argv)
+    if ns.steps < FIRST_NOISE_STEPS:
+        parser.error(f"--steps {ns.steps}: the noise needs two steps a resume can land on, so {FIRST_NOISE_STEPS} or more")
+    work = Path(ns.work or f"/tmp/faults/work/{job_name(ns.recipe, [REFERENCE])}")
+    return reference(ns.recipe, ns.steps, Path(ns.out), work)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["job"]:
         return job_main(argv[1:])
+    if argv[:1] == [REFERENCE]:
+        return reference_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("seconds", type=int)
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--faults", nargs="+", choices=list(KINDS), default=list(KINDS))
     parser.add_argument("--chain", type=int, default=2, help="faults a run chain takes in turn (one GPU lane each)")
+    parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
+                        help="each mode's reference runs, which resume_match.py compares the relaunches with")
     parser.add_argument("--out", default="/tmp/faults/out", help="records and logs, on the machine")
     parser.add_argument("--dry-run", action="store_true", help="print the side_by_side.sh jobs; run nothing")
     ns = parser.parse_args(argv)
     stagger = float(os.environ.get("STAGGER_S", "15"))
     try:
-        laid = gpu_queue.lay_out(queue_jobs(plan(ns.modes, ns.faults, ns.chain), ns.out), ns.gpus, stagger)
+        laid = gpu_queue.lay_out(queue_jobs(plan(ns.modes, ns.faults, ns.chain, ns.reference), ns.out), ns.gpus,
+                                 stagger)
     except ValueError as err:
         parser.error(str(err))
     if not laid:
