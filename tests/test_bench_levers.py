@@ -60,6 +60,21 @@ def test_the_levers_arm_is_ours_plus_every_lever_that_keeps_the_math_and_fits_on
     assert plan.fits and not plan.errors, plan.verdict
 
 
+def test_the_recipe_readme_says_for_every_lever_whether_it_keeps_the_math_and_when_it_applies():
+    """Issue 43: each lever has a line in the recipe README; the math it states is its fragment header's."""
+    text = (REPO / "recipes" / "qwen25-7b-grpo" / "README.md").read_text()
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in text.split("## Speed levers", 1)[1].split("\n## ", 1)[0].splitlines()
+            if line.startswith("| `")}
+    fragments = sorted((REPO / "configs" / "perf").glob("*.yaml"))
+    assert {f"`+configs/perf={f.stem}`" for f in fragments} <= set(rows)
+    for fragment in fragments:
+        sets, math, measured, applies = rows[f"`+configs/perf={fragment.stem}`"]
+        assert sets and measured and applies
+        changes = "CHANGES THE MATH" in fragment.read_text()
+        assert ("changes the math" in math) == changes and (math.startswith("preserved") != changes), fragment.stem
+
+
 # the six levers: two waves of four GPUs, what one lease holds (bench/README.md); a seventh would take a third
 SIX = e2e_levers.LEVERS
 
