@@ -148,6 +148,9 @@ def test_the_file_loggers_lines_and_one_being_written(tmp_path):
     write_steps(path, {1: {"a": 1.0}, 2: {"a": 2.0}}, partial=True)
     assert rm.read_steps(path) == {1: {"a": 1.0}, 2: {"a": 2.0}}
     assert rm.read_steps(tmp_path / "none.jsonl") == {}
+    (tmp_path / "bad.jsonl").write_text('{"step": 1, "data": {}}\n{"step": 2}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: not a line of verl's file logger \(KeyError\('data'\)\)"):
+        rm.read_steps(tmp_path / "bad.jsonl")
 
 
 def test_main_writes_each_modes_record_and_says_pass_or_fail(tmp_path, capsys):

@@ -44,10 +44,13 @@ def read_steps(path: Path) -> dict[int, dict]:
     """verl's file logger (one JSON line a log call, merged per step); a line still being written is left out."""
     steps: dict[int, dict] = {}
     text = path.read_text() if path.is_file() else ""
-    for line in text.splitlines(keepends=True):
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
         if line.endswith("\n") and line.strip():
-            record = json.loads(line)
-            steps.setdefault(int(record["step"]), {}).update(record["data"])
+            try:
+                record = json.loads(line)
+                steps.setdefault(int(record["step"]), {}).update(record["data"])
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{n}: not a line of verl's file logger ({err!r})") from None
     return steps
 
 
