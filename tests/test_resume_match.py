@@ -110,6 +110,18 @@ def test_references_that_disagree_on_the_data_or_stop_early_prove_nothing(tmp_pa
     assert any("the other-seed reference logged steps [1, 2], not 1..6" in f for f in rec["failures"])
 
 
+def test_a_chain_that_did_not_start_as_the_reference_did_is_named(tmp_path):
+    out = suite_out(tmp_path, resumed_at(3))
+    write_steps(out / "metrics" / "faults.colocated.vllm_engine.trainer_worker.0.jsonl", run(42, last=2))
+    assert rm.match(out, "colocated")["passed"]  # its launch 0: the reference's step 1 on every exact quantity
+    other_data = run(42, last=2)
+    other_data[1]["prompt_length/mean"] = 61.0  # another tiny build's prompts
+    write_steps(out / "metrics" / "faults.colocated.vllm_engine.trainer_worker.0.jsonl", other_data)
+    assert rm.match(out, "colocated")["failures"] == [
+        "faults.colocated.vllm_engine.trainer_worker.0.jsonl differs from the reference at step 1 on prompt_length/mean "
+        "(61.0 and 54.0): the chain and the reference did not start alike (another tiny model or data)"]
+
+
 def test_no_relaunch_or_no_data_position_is_no_proof(tmp_path):
     out = suite_out(tmp_path, resumed_at(3))
     (out / "vllm_engine.json").write_text(json.dumps({"fault": "vllm_engine", "mode": "colocated",

@@ -115,6 +115,18 @@ def point(rec: dict, out: Path, own: dict[int, dict], spread: dict[str, dict]) -
     return {**about, **compare(first, steps[first], own[first], spread)}
 
 
+def start_failures(out: Path, relaunches: list[str], own: dict[int, dict]) -> list[str]:
+    """Each chain's first launch (<job>.0.jsonl) must start as the reference did: the same step 1 on every EXACT
+    quantity, else the two ran other tiny models or data and no later step compares."""
+    failed = []
+    for first in sorted({name.rsplit(".", 2)[0] + ".0.jsonl" for name in relaunches}):
+        step1 = read_steps(out / METRICS / first).get(1, {})
+        failed += [f"{first} differs from the reference at step 1 on {key} ({step1[key]} and {own[1][key]}): the chain "
+                   f"and the reference did not start alike (another tiny model or data)" for key in EXACT
+                   if 1 in own and key in step1 and key in own[1] and not same(step1[key], own[1][key])]
+    return failed
+
+
 def match(out: Path, mode: str) -> dict | None:
     """The mode's record, or None when it has no reference."""
     suffix = "" if mode == "colocated" else f"-{mode}"
@@ -131,6 +143,7 @@ def match(out: Path, mode: str) -> dict | None:
               and rec.get("relaunch_metrics")]
     if not points:
         failures.append(f"no relaunch of {ref['recipe']} that resumed has its metrics in {out / METRICS}")
+    failures += start_failures(out, [p["metrics"] for p in points], own)
     failures += [f"{p['fault']} (step {p['step']}): {why}" for p in points for why in p["failures"]]
     return {"mode": mode, "recipe": ref["recipe"], "hardware": ref["hardware"], "date": ref["date"],
             "references": ref, "noise": spread, "points": points, "passed": not failures, "failures": failures}
