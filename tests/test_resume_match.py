@@ -108,6 +108,13 @@ def test_references_that_disagree_on_the_data_or_stop_early_prove_nothing(tmp_pa
     assert any("the references differ at step 4 on prompt_length/mean" in f for f in rec["failures"])
     rec = rm.match(suite_out(tmp_path / "cut", resumed_at(3), other=run(43, last=2)), "colocated")
     assert any("the other-seed reference logged steps [1, 2], not 1..6" in f for f in rec["failures"])
+    out = suite_out(tmp_path / "none", resumed_at(3))
+    record = json.loads((out / "reference.json").read_text())
+    (out / "reference.json").write_text(json.dumps({**record, "metrics": {}}))  # its deadline came before either run
+    failures = rm.match(out, "colocated")["failures"]
+    assert failures[:2] == ["the own-seed reference logged steps [], not 1..6",
+                            "the other-seed reference logged steps [], not 1..6"]
+    assert "vllm_engine (step 3): the reference has no step 3" in failures[2]
 
 
 def test_a_chain_that_did_not_start_as_the_reference_did_is_named(tmp_path):

@@ -134,7 +134,8 @@ def match(out: Path, mode: str) -> dict | None:
     if not ref_file.is_file():
         return None
     ref = json.loads(ref_file.read_text())
-    own, other = (read_steps(out / METRICS / ref["metrics"][which]) for which in ("own", "other"))
+    # a reference job cut by its deadline names only the runs it made
+    own, other = (read_steps(out / METRICS / ref["metrics"].get(which, "")) for which in ("own", "other"))
     spread = noise(own, other)
     failures = reference_failures(own, other, ref["steps"])
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
