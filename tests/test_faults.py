@@ -325,7 +325,7 @@ def test_records_are_written_as_issue_45_names_them(tmp_path):
     suite.write(record("vllm_engine", mode="separate_async"), tmp_path)
     rec = json.loads((tmp_path / "vllm_engine-separate_async.json").read_text())
     assert rec["passed"] is True and rec["failures"] == []
-    assert suite.record_name("sandbox", "colocated") == "sandbox.json"
+    assert suite.resume_match.record_name("sandbox", "colocated") == "sandbox.json"
 
 
 def test_nvidia_smi_lines_and_the_hardware():

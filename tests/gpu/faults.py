@@ -287,14 +287,10 @@ def failures(kind: Kind, rec: dict) -> list[str]:
     return out
 
 
-def record_name(fault: str, mode: str) -> str:
-    return f"{fault}.json" if mode == "colocated" else f"{fault}-{mode}.json"
-
-
 def write(rec: dict, out: Path) -> None:
     failed = failures(KINDS[rec["fault"]], rec)
     rec.update(passed=not failed, failures=failed)
-    (out / record_name(rec["fault"], rec["mode"])).write_text(json.dumps(rec, indent=1) + "\n")
+    (out / resume_match.record_name(rec["fault"], rec["mode"])).write_text(json.dumps(rec, indent=1) + "\n")
     if rec["resumed"] is not None or not KINDS[rec["fault"]].ends:  # else its relaunch writes it again
         print(f"[faults] {rec['fault']} ({rec['mode']}): {'PASS' if not failed else 'FAIL: ' + '; '.join(failed)}",
               flush=True)
@@ -597,7 +593,7 @@ def reference(spec: str, steps: int, out: Path, work: Path) -> int:
     rollout seed (the run a relaunch must match) and with the next (the noise). Writes OUT/reference[-<mode>].json
     and the two runs' metrics for tests/gpu/resume_match.py."""
     mode = mode_of(spec)
-    label = f"{REFERENCE}.{mode}"
+    label = job_name(spec, [REFERENCE])
     setup = prepare(spec, label, out, work)
     own = rollout_seed(setup)
     seeds = {"own": own, "other": own + 1}
@@ -628,8 +624,7 @@ def reference(spec: str, steps: int, out: Path, work: Path) -> int:
     finally:
         if run and run.alive():
             run.end(2.0)
-        name = f"{REFERENCE}.json" if mode == "colocated" else f"{REFERENCE}-{mode}.json"
-        (out / name).write_text(json.dumps(rec, indent=1) + "\n")
+        (out / resume_match.record_name(REFERENCE, mode)).write_text(json.dumps(rec, indent=1) + "\n")
     return 0
 
 

@@ -37,7 +37,12 @@ T_999 = {1: 636.62, 2: 31.599, 3: 12.924, 4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408
 FLOOR = 0.01  # relative: bf16 quantities both references logged alike
 FIRST_RESUMABLE = 2  # a relaunch resumes a checkpoint of step >= 1, so its first step is >= 2
 REFERENCE = "reference"  # DIR/reference[-<mode>].json, written by `faults.py reference`
-METRICS = "metrics"  # DIR/metrics/<job>.<n>.jsonl and reference.<mode>.s<seed>.jsonl
+METRICS = "metrics"  # DIR/metrics/<job>.<n>.jsonl: the chains' launches and the references' runs (.s<seed>)
+
+
+def record_name(name: str, mode: str) -> str:
+    """DIR's records: <name>.json for the colocated mode, <name>-<mode>.json for another (faults.py writes them)."""
+    return f"{name}.json" if mode == "colocated" else f"{name}-{mode}.json"
 
 
 def read_steps(path: Path) -> dict[int, dict]:
@@ -129,8 +134,7 @@ def start_failures(out: Path, relaunches: list[str], own: dict[int, dict]) -> li
 
 def match(out: Path, mode: str) -> dict | None:
     """The mode's record, or None when it has no reference."""
-    suffix = "" if mode == "colocated" else f"-{mode}"
-    ref_file = out / f"{REFERENCE}{suffix}.json"
+    ref_file = out / record_name(REFERENCE, mode)
     if not ref_file.is_file():
         return None
     ref = json.loads(ref_file.read_text())
@@ -155,18 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    out, status, found = Path(argv[0]), 0, False
-    for mode in ("colocated", "separate_async"):
+    out, status = Path(argv[0]), 0
+    modes = sorted(json.loads(p.read_text())["mode"] for p in out.glob(f"{REFERENCE}*.json"))
+    for mode in modes:
         rec = match(out, mode)
-        if rec is None:
-            continue
-        found = True
-        name = "resume_match.json" if mode == "colocated" else f"resume_match-{mode}.json"
-        (out / name).write_text(json.dumps(rec, indent=1) + "\n")
+        (out / record_name("resume_match", mode)).write_text(json.dumps(rec, indent=1) + "\n")
         print(f"[resume] {mode}: {len(rec['points'])} resumed step(s): "
               f"{'PASS' if rec['passed'] else 'FAIL: ' + '; '.join(rec['failures'])}")
         status |= not rec["passed"]
-    if not found:
+    if not modes:
         print(f"{out}: no {REFERENCE}*.json; run `python3 tests/gpu/faults.py reference RECIPE` first", file=sys.stderr)
         return 2
     return status
