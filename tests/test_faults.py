@@ -400,3 +400,15 @@ def test_a_chain_short_of_time_still_relaunches_to_show_its_last_fault_resumed()
     assert suite.next_launch(None, True, suite.START_S - 1)[:2] == (None, False)
     assert "before the last relaunch" in suite.next_launch(None, True, suite.START_S - 1)[2]
     assert suite.next_launch(None, False, 10_000) == (None, False, "")  # the chain is done
+
+
+def test_a_chain_plans_its_relaunches_with_its_own_measured_start_up():
+    assert suite.start_s(None) == suite.START_S  # nothing measured yet: the prior
+    h200 = 211.0  # an H200's launch to its first step (2026-11-28)
+    assert suite.start_s(h200) == pytest.approx(h200 * suite.START_MARGIN)
+    left = suite.start_s(h200) + suite.KINDS["stuck_engine"].bound_s + suite.SETTLE_S + 1
+    assert suite.next_launch("stuck_engine", False, left)[:2] == (None, False)  # START_S refuses the fault
+    assert suite.next_launch("stuck_engine", False, left, suite.start_s(h200)) == ("stuck_engine", True, "")
+    slow = suite.START_S * 1.5  # a slower machine than the prior: its own start-up refuses what START_S would take
+    fault, go, note = suite.next_launch(None, True, suite.START_S + 1, suite.start_s(slow))
+    assert (fault, go) == (None, False) and f"{suite.start_s(slow):.0f} s needed" in note

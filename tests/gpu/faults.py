@@ -72,6 +72,9 @@ STEP_S = 10.0  # a tiny step with its save, once started (3-4 s on an H200, resu
 REFERENCE_STEPS = 6  # a reference run's steps: past the step any chain's relaunch resumes, and 5 steps of noise
 FIRST_NOISE_STEPS = resume_match.FIRST_RESUMABLE + 1  # the fewest steps that give the noise two steps
 START_S = 310.0  # a launch to its first checkpoint (eager vLLM, no validation): 211 s on an H200 (2026-11-28), 306 and 275 s on an H100 (2026-12-07)
+# once a job's first launch has trained, its own start-up with this margin replaces START_S: a relaunch is the same
+# launch on the same machine (an H200's 211 s let a one-GPU session take a fault that START_S, an H100's, refused)
+START_MARGIN = 1.15
 START_TIMEOUT_S = 600.0  # a start-up beside three neighbours took 4.5 min (results/learn/README.md)
 INJECT_TIMEOUT_S = 180.0  # a save or a tool call comes every step
 BUILD_S = 60.0  # the tiny model and data (ReTool's teaching on the GPU included)
@@ -475,18 +478,24 @@ def hit(run: Run, fault: str, kind: Kind, checkpoints: Path, gpus: str) -> dict 
     return rec
 
 
-def next_launch(fault: str | None, pending: bool, left_s: float) -> tuple[str | None, bool, str]:
-    """What a chain's next launch does with left_s seconds to its deadline: (the fault it takes, None for a plain
-    relaunch; whether it launches; a line saying what was left out). A fault that no longer fits still leaves the
-    relaunch that shows the last one resumed (2026-12-02: 276 s were left, the engine's relaunch needed 225 and the
-    chain stopped before it, so that record failed "not relaunched")."""
+def start_s(measured: float | None) -> float:
+    """The start-up a launch is given: START_S until the job has measured one of its own."""
+    return START_S if measured is None else measured * START_MARGIN
+
+
+def next_launch(fault: str | None, pending: bool, left_s: float, start: float = START_S) -> tuple[str | None, bool, str]:
+    """What a chain's next launch does with left_s seconds to its deadline, a launch taking `start` to its first
+    checkpoint: (the fault it takes, None for a plain relaunch; whether it launches; a line saying what was left
+    out). A fault that no longer fits still leaves the relaunch that shows the last one resumed (2026-12-02: 276 s
+    were left, the engine's relaunch needed 225 and the chain stopped before it, so that record failed "not
+    relaunched")."""
     kind, note = KINDS.get(fault), ""
-    if kind and START_S + kind.bound_s + SETTLE_S > left_s:
-        fault, note = None, f"{left_s:.0f} s left, {START_S + kind.bound_s + SETTLE_S:.0f} s needed; stopping before {fault}"
+    if kind and start + kind.bound_s + SETTLE_S > left_s:
+        fault, note = None, f"{left_s:.0f} s left, {start + kind.bound_s + SETTLE_S:.0f} s needed; stopping before {fault}"
     if fault is None and not pending:
         return None, False, note
-    if START_S > left_s:
-        return None, False, f"{left_s:.0f} s left, {START_S:.0f} s needed; stopping before the last relaunch"
+    if start > left_s:
+        return None, False, f"{left_s:.0f} s left, {start:.0f} s needed; stopping before the last relaunch"
     return fault, True, note
 
 
@@ -537,11 +546,11 @@ def job(spec: str, faults: list[str], out: Path, work: Path) -> int:
     setup = prepare(spec, label, out, work)
     checkpoints = setup.run_dir / CHECKPOINTS
     pending: dict | None = None  # the last fault's record, until a relaunch shows whether it resumed
-    run = None
+    run, measured = None, None  # measured: the first launch's start-up to its first trained step
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the kit's timeout: end the run in `finally`
     try:
         for n, fault in enumerate([*faults, None]):  # None: the relaunch that shows the last fault resumed
-            fault, go, note = next_launch(fault, pending is not None, deadline() - time.time())
+            fault, go, note = next_launch(fault, pending is not None, deadline() - time.time(), start_s(measured))
             if note:
                 print(f"[faults] {label}: {note}", flush=True)
             if not go:
@@ -552,6 +561,8 @@ def job(spec: str, faults: list[str], out: Path, work: Path) -> int:
             after = ckpt.step(base) if base else 0
             trained = poll(lambda run=run, after=after: newest_step(checkpoints) > after
                            and logged_step(setup.run_dir, run.started) > after, START_TIMEOUT_S, alive=run.alive)
+            if trained and measured is None:
+                measured = time.time() - run.started
             if pending:
                 launch = last_launch(setup.run_dir)
                 pending.update(checkpoint=base.name if base else None, resumed=resumed(launch, base, bool(trained)),
@@ -599,10 +610,10 @@ def reference(spec: str, steps: int, out: Path, work: Path) -> int:
     seeds = {"own": own, "other": own + 1}
     rec = {**setup.about, "seeds": seeds, "steps": steps, "metrics": {}, "logs": {}}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    run = None
+    run, measured = None, None  # measured: the first run's time to its last step
     try:
         for which, seed in seeds.items():
-            need = START_S + (steps - 1) * STEP_S
+            need = START_S + (steps - 1) * STEP_S if measured is None else measured * START_MARGIN
             if deadline() - time.time() < need:
                 print(f"[faults] {label}: {deadline() - time.time():.0f} s left, {need:.0f} s needed; "
                       f"stopping before the seed {seed} run", flush=True)
@@ -611,8 +622,9 @@ def reference(spec: str, steps: int, out: Path, work: Path) -> int:
             runs = work / f"{REFERENCE}-s{seed}"
             run = Run(setup.command(extra), {**setup.env, "RL_RUNS_DIR": str(runs)}, out / "logs" / f"{label}.s{seed}.log")
             run_dir = runs / setup.run_dir.name
-            poll(lambda run=run, run_dir=run_dir: logged_step(run_dir, run.started) >= steps,
-                 START_TIMEOUT_S + steps * STEP_S, alive=run.alive)
+            if poll(lambda run=run, run_dir=run_dir: logged_step(run_dir, run.started) >= steps,
+                    START_TIMEOUT_S + steps * STEP_S, alive=run.alive) and measured is None:
+                measured = time.time() - run.started
             if run.alive():
                 run.end()
             run.trim()
