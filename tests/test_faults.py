@@ -269,6 +269,37 @@ def test_the_reference_job_runs_both_seeds_and_writes_what_resume_match_reads(tm
     assert json.loads((tmp_path / "late" / "reference.json").read_text())["metrics"] == {}
 
 
+class SlowLauncher(Launcher):
+    """A launch still running that took SLOW_S to log its steps (its start stamped that long ago)."""
+
+    def __init__(self, command, env, log):
+        super().__init__(command, env, log)
+        self.started -= SLOW_S
+
+    def alive(self):
+        return True
+
+    def end(self, wait_s=None):
+        pass
+
+
+SLOW_S = 2 * suite.START_S
+
+
+def test_the_references_second_run_is_planned_with_the_first_runs_own_time(tmp_path, monkeypatch):
+    setup = suite.Setup("qwen25-7b-grpo", tmp_path / "tiny", {}, tmp_path / "work" / "runs" / "qwen25-7b-grpo-v1",
+                        "0", {"mode": "colocated", "recipe": "qwen25-7b-grpo", "hardware": "1 x H100", "date": "d"})
+    monkeypatch.setattr(suite, "prepare", lambda spec, label, out, work: (out / "logs").mkdir(parents=True) or setup)
+    monkeypatch.setattr(suite, "Run", SlowLauncher)
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    Launcher.seeds = []
+    # room for a run as START_S guesses it, not for one as slow as the first turned out
+    monkeypatch.setenv("GPU_DEADLINE", str(time.time() + suite.START_S + 5 * suite.STEP_S + 60))
+    assert suite.reference("qwen25-7b-grpo", 6, tmp_path / "out", tmp_path / "work") == 0
+    assert Launcher.seeds == [""]
+    assert list(json.loads((tmp_path / "out" / "reference.json").read_text())["metrics"]) == ["own"]
+
+
 def record(fault, **changes):
     kind = suite.KINDS[fault]
     message = supervisor.Fault(kind.role, 113, kind.what).message()
