@@ -250,13 +250,18 @@ class Launcher:
         pass
 
 
-def test_the_reference_job_runs_both_seeds_and_writes_what_resume_match_reads(tmp_path, monkeypatch):
+def fake_reference(tmp_path, monkeypatch, launcher):
+    """The reference job's setup, its launches made by `launcher`."""
     setup = suite.Setup("qwen25-7b-grpo", tmp_path / "tiny", {}, tmp_path / "work" / "runs" / "qwen25-7b-grpo-v1",
                         "0", {"mode": "colocated", "recipe": "qwen25-7b-grpo", "hardware": "1 x H100", "date": "d"})
     monkeypatch.setattr(suite, "prepare", lambda spec, label, out, work: (out / "logs").mkdir(parents=True) or setup)
-    monkeypatch.setattr(suite, "Run", Launcher)
+    monkeypatch.setattr(suite, "Run", launcher)
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     Launcher.seeds = []
+
+
+def test_the_reference_job_runs_both_seeds_and_writes_what_resume_match_reads(tmp_path, monkeypatch):
+    fake_reference(tmp_path, monkeypatch, Launcher)
     assert suite.reference("qwen25-7b-grpo", 6, tmp_path / "out", tmp_path / "work") == 0
     assert Launcher.seeds == ["", "actor_rollout_ref.rollout.seed=43"]  # the chain's own launch, then the next seed
     rec = json.loads((tmp_path / "out" / "reference.json").read_text())
@@ -287,12 +292,7 @@ SLOW_S = 2 * suite.START_S
 
 
 def test_the_references_second_run_is_planned_with_the_first_runs_own_time(tmp_path, monkeypatch):
-    setup = suite.Setup("qwen25-7b-grpo", tmp_path / "tiny", {}, tmp_path / "work" / "runs" / "qwen25-7b-grpo-v1",
-                        "0", {"mode": "colocated", "recipe": "qwen25-7b-grpo", "hardware": "1 x H100", "date": "d"})
-    monkeypatch.setattr(suite, "prepare", lambda spec, label, out, work: (out / "logs").mkdir(parents=True) or setup)
-    monkeypatch.setattr(suite, "Run", SlowLauncher)
-    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
-    Launcher.seeds = []
+    fake_reference(tmp_path, monkeypatch, SlowLauncher)
     # room for a run as START_S guesses it, not for one as slow as the first turned out
     monkeypatch.setenv("GPU_DEADLINE", str(time.time() + suite.START_S + 5 * suite.STEP_S + 60))
     assert suite.reference("qwen25-7b-grpo", 6, tmp_path / "out", tmp_path / "work") == 0

@@ -478,9 +478,9 @@ def hit(run: Run, fault: str, kind: Kind, checkpoints: Path, gpus: str) -> dict 
     return rec
 
 
-def start_s(measured: float | None) -> float:
-    """The start-up a launch is given: START_S until the job has measured one of its own."""
-    return START_S if measured is None else measured * START_MARGIN
+def start_s(measured: float | None, prior: float = START_S) -> float:
+    """The time a launch is given: `prior` until the job has measured one of its own."""
+    return prior if measured is None else measured * START_MARGIN
 
 
 def next_launch(fault: str | None, pending: bool, left_s: float, start: float = START_S) -> tuple[str | None, bool, str]:
@@ -613,7 +613,7 @@ def reference(spec: str, steps: int, out: Path, work: Path) -> int:
     run, measured = None, None  # measured: the first run's time to its last step
     try:
         for which, seed in seeds.items():
-            need = START_S + (steps - 1) * STEP_S if measured is None else measured * START_MARGIN
+            need = start_s(measured, START_S + (steps - 1) * STEP_S)
             if deadline() - time.time() < need:
                 print(f"[faults] {label}: {deadline() - time.time():.0f} s left, {need:.0f} s needed; "
                       f"stopping before the seed {seed} run", flush=True)
