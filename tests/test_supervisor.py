@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from verl_recipes import supervisor
+from verl_recipes.catalog import REPO
 
 pytestmark = pytest.mark.slow  # about 20 s of real processes
 
@@ -127,6 +128,14 @@ def test_a_death_ray_reported_before_verl_exited_is_named(tmp_path, fast, capfd)
     assert supervisor.run(["bash", "-c", "cat report"], tmp_path, dict(os.environ), log=tmp_path / "c.log") == 0
     assert "[supervisor]" not in capfd.readouterr().out
     assert supervisor.reported_death(RAY_REPORT.replace("RewardLoopWorker", "TaskRunner")).role == "Ray actor TaskRunner"
+
+
+def test_verls_colocated_worker_is_named_from_rays_real_report():
+    """Ray names verl's colocated worker by its qualified class name, `create_colocated_worker_cls.<locals>.WorkerDict`
+    (its process title is `ray::WorkerDict`): the report of the kill on the H100 on 2026-12-08 names the role."""
+    log = REPO / "results/faults/logs/faults.colocated.stuck_engine.trainer_worker.1.log"
+    fault = supervisor.reported_death(log.read_text(errors="replace"))
+    assert (fault.role, fault.pid, fault.what, fault.host) == ("actor/ref worker", 5231, "died", "192.0.2.2")
 
 
 # a driver whose vLLM GPU worker is killed and which fails at once, as verl 0.9.1 did on the GPU

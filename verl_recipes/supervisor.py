@@ -80,7 +80,9 @@ def reported_death(text: str) -> Fault | None:
     fields = {key: m.group(1) for key in ("class_name", "pid", "ip") if (m := re.search(rf"\b{key}: (\S+)", report))}
     if "class_name" not in fields:
         return None
-    role = role_titled(f"ray::{fields['class_name']}") or f"Ray actor {fields['class_name']}"
+    # verl builds its colocated worker class inside a function: Ray names it by its qualified name,
+    # `create_colocated_worker_cls.<locals>.WorkerDict`, while its process title is `ray::WorkerDict`
+    role = role_titled(f"ray::{fields['class_name'].rsplit('.', 1)[-1]}") or f"Ray actor {fields['class_name']}"
     return Fault(role, int(fields.get("pid", 0)), "died", fields.get("ip", ""))
 
 
