@@ -7,6 +7,7 @@ progress, the records' bounds and verdicts, and the layout over a machine's GPUs
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -255,7 +256,7 @@ def fake_reference(tmp_path, monkeypatch, launcher):
     """The reference job's setup, its launches made by `launcher`."""
     setup = suite.Setup("qwen25-7b-grpo", tmp_path / "tiny", {}, tmp_path / "work" / "runs" / "qwen25-7b-grpo-v1",
                         "0", {"mode": "colocated", "recipe": "qwen25-7b-grpo", "hardware": "1 x H100", "date": "d"})
-    monkeypatch.setattr(suite, "prepare", lambda spec, label, out, work: (out / "logs").mkdir(parents=True) or setup)
+    monkeypatch.setattr(suite, "prepare", lambda spec, label, out, work: (out / "logs").mkdir(parents=True, exist_ok=True) or setup)
     monkeypatch.setattr(suite, "Run", launcher)
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     Launcher.seeds = []
@@ -273,6 +274,41 @@ def test_the_reference_job_runs_both_seeds_and_writes_what_resume_match_reads(tm
     monkeypatch.setenv("GPU_DEADLINE", str(time.time() + suite.START_S))  # no time for even one
     assert suite.reference("qwen25-7b-grpo", 6, tmp_path / "late", tmp_path / "work") == 0
     assert json.loads((tmp_path / "late" / "reference.json").read_text())["metrics"] == {}
+
+
+def test_a_later_session_makes_only_the_reference_run_the_record_lacks(tmp_path, monkeypatch):
+    """2026-12-08's reference (results/faults) holds the seed-42 run only: copied into OUT, it is kept and the job
+    makes the seed-43 run alone; a record of other steps, or a run cut short, is made again."""
+    out = tmp_path / "out"
+    (out / "metrics").mkdir(parents=True)
+    shutil.copy(REPO / "results/faults/reference.json", out)
+    shutil.copy(REPO / "results/faults/metrics/faults.colocated.reference.s42.jsonl", out / "metrics")
+    fake_reference(tmp_path, monkeypatch, Launcher)
+    assert suite.reference("qwen25-7b-grpo", 6, out, tmp_path / "work") == 0
+    assert Launcher.seeds == ["actor_rollout_ref.rollout.seed=43"]
+    rec = json.loads((out / "reference.json").read_text())
+    assert rec["metrics"] == {"own": "faults.colocated.reference.s42.jsonl", "other": "faults.colocated.reference.s43.jsonl"}
+    assert rec["runs"] == {"own": {"hardware": "1 x NVIDIA H100 80GB HBM3 (GPU 0 of 1)", "date": "2026-12-08"},
+                           "other": {"hardware": "1 x H100", "date": "d"}}
+    assert rec["logs"]["own"] == "faults.colocated.reference.s42.log"
+    # the record now complete, a third session makes nothing; with other steps it makes both
+    Launcher.seeds = []
+    assert suite.reference("qwen25-7b-grpo", 6, out, tmp_path / "work") == 0
+    assert Launcher.seeds == []
+    assert suite.reference("qwen25-7b-grpo", 5, out, tmp_path / "work") == 0
+    assert Launcher.seeds == ["", "actor_rollout_ref.rollout.seed=43"]
+
+
+def test_a_reference_run_cut_short_is_made_again(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / "metrics").mkdir(parents=True)
+    shutil.copy(REPO / "results/faults/reference.json", out)
+    lines = (REPO / "results/faults/metrics/faults.colocated.reference.s42.jsonl").read_text().splitlines(keepends=True)
+    (out / "metrics" / "faults.colocated.reference.s42.jsonl").write_text(
+        "".join(line for line in lines if json.loads(line)["step"] < 6))
+    fake_reference(tmp_path, monkeypatch, Launcher)
+    assert suite.reference("qwen25-7b-grpo", 6, out, tmp_path / "work") == 0
+    assert Launcher.seeds == ["", "actor_rollout_ref.rollout.seed=43"]
 
 
 class SlowLauncher(Launcher):

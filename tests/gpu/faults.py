@@ -616,20 +616,44 @@ def rollout_seed(setup: Setup) -> int:
     return int(compose(recipe, launch_args(setup.spec, setup.tiny / "model")).actor_rollout_ref.rollout.seed)
 
 
+def earlier_runs(path: Path, rec: dict, out: Path) -> dict:
+    """The runs an earlier reference job of the same recipe, steps and seeds left complete in OUT (its record and
+    metrics, copied there from results/faults): which -> {metrics, log, hardware, date}. One GPU session holds a chain
+    or the two runs, not both (2026-12-08: the second seed did not fit), so a later one makes only what is missing."""
+    if not path.is_file():
+        return {}
+    old = json.loads(path.read_text())
+    if [old.get(key) for key in ("recipe", "steps", "seeds")] != [rec[key] for key in ("recipe", "steps", "seeds")]:
+        return {}
+    return {which: {"metrics": name, "log": old["logs"][which],
+                    **old.get("runs", {}).get(which, {"hardware": old["hardware"], "date": old["date"]})}
+            for which, name in old["metrics"].items()
+            if max(resume_match.read_steps(out / resume_match.METRICS / name), default=0) >= rec["steps"]}
+
+
 def reference(spec: str, steps: int, out: Path, work: Path) -> int:
     """A chain's launch left uninterrupted to `steps` steps, in a runs folder of its own, twice: with the recipe's
     rollout seed (the run a relaunch must match) and with the next (the noise). Writes OUT/reference[-<mode>].json
-    and the two runs' metrics for tests/gpu/resume_match.py."""
+    and the two runs' metrics for tests/gpu/resume_match.py. A run an earlier record in OUT already holds is kept."""
     mode = mode_of(spec)
     label = job_name(spec, [REFERENCE])
     setup = prepare(spec, label, out, work)
     own = rollout_seed(setup)
     seeds = {"own": own, "other": own + 1}
-    rec = {**setup.about, "seeds": seeds, "steps": steps, "metrics": {}, "logs": {}}
+    rec = {**setup.about, "seeds": seeds, "steps": steps, "metrics": {}, "logs": {}, "runs": {}}
+    path = out / resume_match.record_name(REFERENCE, mode)
+    made = earlier_runs(path, rec, out)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     run, measured = None, None  # measured: the first run's time to its last step
     try:
         for which, seed in seeds.items():
+            if which in made:
+                earlier = made[which]
+                rec["metrics"][which], rec["logs"][which] = earlier.pop("metrics"), earlier.pop("log")
+                rec["runs"][which] = earlier
+                print(f"[faults] {label}: seed {seed} kept from the earlier record ({earlier['hardware']}, "
+                      f"{earlier['date']})", flush=True)
+                continue
             need = start_s(measured, START_S + (steps - 1) * STEP_S)
             if deadline() - time.time() < need:
                 print(f"[faults] {label}: {deadline() - time.time():.0f} s left, {need:.0f} s needed; "
@@ -647,13 +671,14 @@ def reference(spec: str, steps: int, out: Path, work: Path) -> int:
             run.trim()
             rec["metrics"][which] = f"{label}.s{seed}.jsonl"
             rec["logs"][which] = run.log.name
+            rec["runs"][which] = {"hardware": setup.about["hardware"], "date": setup.about["date"]}
             kept = keep_metrics(run_dir, run.started, out / resume_match.METRICS / rec["metrics"][which])
             print(f"[faults] {label}: seed {seed} logged {logged_step(run_dir, run.started) if kept else 0} of "
                   f"{steps} steps; see {run.log.name}", flush=True)
     finally:
         if run and run.alive():
             run.end(2.0)
-        (out / resume_match.record_name(REFERENCE, mode)).write_text(json.dumps(rec, indent=1) + "\n")
+        path.write_text(json.dumps(rec, indent=1) + "\n")
     return 0
 
 
