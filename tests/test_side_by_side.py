@@ -2,6 +2,7 @@
 vLLM cache, and the script fails when any job fails or a job is malformed."""
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,28 @@ def test_kit_spares_go_on_the_path_where_the_kit_has_them(tmp_path):
                           capture_output=True, text=True, check=True)
     z = tmp_path / "root/layers/Z"
     assert done.stdout.strip().split(":") == [str(tmp_path / "extra"), "/x", str(z / "mathruler"), str(z / "blake3")]
+
+
+def test_kit_spares_compile_each_kits_layers_once(tmp_path):
+    """The lent machine writes no bytecode (PYTHONDONTWRITEBYTECODE=1) and the kits carry none: the layers on
+    PYTHONPATH are compiled once per install, another kit's too (SGLang's), and nothing else on the path."""
+    for kit in ("gpu", "sgl"):
+        (tmp_path / kit / "root/layers/R/pkg").mkdir(parents=True)
+        (tmp_path / kit / "root/layers/R/pkg/mod.py").write_text("X = 1\n")
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout/own.py").write_text("Y = 2\n")
+    path = f"{tmp_path}/checkout:{tmp_path}/gpu/root/layers/R:{tmp_path}/sgl/root/layers/R"
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "GPU_KIT": str(tmp_path / "gpu"),
+           "EXTRA_SITE": str(tmp_path / "none"), "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
+    source = ["bash", "-c", "source tests/gpu/kit_spares.sh"]
+    subprocess.run(source, cwd=REPO, env=env, check=True, timeout=60)
+    for kit in ("gpu", "sgl"):
+        assert list((tmp_path / kit / "root/layers/R/pkg/__pycache__").glob("mod.*.pyc"))
+        assert (tmp_path / kit / "root/layers/.compiled").exists()
+    assert not (tmp_path / "checkout/__pycache__").exists()
+    (tmp_path / "gpu/root/layers/R/pkg/new.py").write_text("Z = 3\n")  # compiled once: a second source does nothing
+    subprocess.run(source, cwd=REPO, env=env, check=True, timeout=60)
+    assert not list((tmp_path / "gpu/root/layers/R/pkg/__pycache__").glob("new.*.pyc"))
 
 
 def test_smoke_tiny_builds_a_missing_tiny_folder_first(tmp_path):

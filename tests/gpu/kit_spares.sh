@@ -13,3 +13,11 @@ done
 extra=${EXTRA_SITE:-/tmp/extra}
 [ -d "$extra" ] && PYTHONPATH="$extra${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
+# The lent machine sets PYTHONDONTWRITEBYTECODE=1 and the kits install without bytecode (pip --no-compile), so every
+# process of a run compiled each module it imported: a worker's imports took 22.0 s, 18.0 s once compiled, and
+# compiling a kit's layers took 3.4 s (one sample each: bench/results/import_time.h100.2026-12-08.txt); a tiny launch
+# starts about eight such processes one after another. Once per install (install.sh replaces root/, marker included);
+# jobs side by side may compile at once, which is safe (each .pyc is written to a temporary file and renamed).
+for layers in $(tr ':' '\n' <<<"$PYTHONPATH" | sed -n 's#^\(.*/root/layers\)/.*#\1#p' | sort -u); do
+  [ -e "$layers/.compiled" ] || { python3 -m compileall -q -j 0 "$layers" >/dev/null 2>&1; touch "$layers/.compiled"; }
+done
