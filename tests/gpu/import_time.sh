@@ -9,7 +9,7 @@ source "${GPU_KIT:-/tmp/gpu}/bin/env.sh" "${1:-all}"
 layers=${GPU_KIT:-/tmp/gpu}/root/layers
 IMPORTS='import torch, transformers, ray, vllm, verl.trainer.main_ppo, vllm.v1.engine.core'
 env | grep -E '^PYTHON' | grep -v '^PYTHONPATH='
-python3 -c 'import sys; print("dont_write_bytecode:", sys.flags.dont_write_bytecode, "| python", sys.version.split()[0])'
+python3 -c 'import sys; print("dont_write_bytecode:", sys.flags.dont_write_bytecode, sys.version.split()[0])'
 pycs() { find "$layers" -name '*.pyc' | wc -l; }
 TIMEFORMAT='%R s'
 echo "pyc files in the layers: $(pycs)"
