@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -347,22 +346,6 @@ def record(fault, **changes):
     if fault == "driver_during_save":
         rec.update(message=None, cut="global_step_3", cut_short=True, passed_over=True)
     return {**rec, **changes}
-
-
-def test_a_line_may_name_this_machine_by_its_address_but_not_another_machine():
-    """Ray reports where a dead actor ran by its address (2026-12-08: 'pid 5231 on 192.0.2.2'): that names this
-    machine; another machine's address, another role or another pid does not pass."""
-    kind = suite.KINDS["trainer_worker"]
-    address = sorted(suite.this_machine() - {socket.gethostname()})[0]
-    by_address = supervisor.Fault(kind.role, 113, kind.what, address).message()
-    assert suite.failures(kind, record("trainer_worker", message=by_address,
-                                       expected_message=suite.expected_line(kind, 113, by_address))) == []
-    for line in (supervisor.Fault(kind.role, 113, kind.what, "203.0.113.9").message(),
-                 supervisor.Fault("vLLM engine", 113, kind.what, address).message(),
-                 supervisor.Fault(kind.role, 114, kind.what, address).message()):
-        found = suite.failures(kind, record("trainer_worker", message=line,
-                                            expected_message=suite.expected_line(kind, 113, line)))
-        assert len(found) == 1 and "the supervisor's line is" in found[0], line
 
 
 @pytest.mark.parametrize("fault", list(suite.KINDS))

@@ -138,6 +138,17 @@ def test_verls_colocated_worker_is_named_from_rays_real_report():
     assert (fault.role, fault.pid, fault.what, fault.host) == ("actor/ref worker", 5231, "died", "192.0.2.2")
 
 
+def test_a_node_ray_reports_by_an_address_of_this_machine_is_named_by_its_name():
+    """A single node's worker: Ray gives its address, the line the machine's name, as for a process the supervisor
+    watched itself; another node's address stays as Ray gave it."""
+    own = next(addr.address for addrs in psutil.net_if_addrs().values() for addr in addrs
+               if addr.family == socket.AF_INET)
+    here = socket.gethostname()
+    assert f"(pid 7 on {here}) died" in supervisor.Fault("reward worker", 7, "died", own).message()
+    assert f"(pid 7 on {here}) died" in supervisor.Fault("reward worker", 7, "died").message()
+    assert "(pid 7 on 203.0.113.9) died" in supervisor.Fault("reward worker", 7, "died", "203.0.113.9").message()
+
+
 # a driver whose vLLM GPU worker is killed and which fails at once, as verl 0.9.1 did on the GPU
 # (results/faults/vllm_worker.2026-11-28.json): vLLM's report of the death, then verl's traceback, well within the grace; the
 # pauses give the supervisor's polls (0.2 s here) time to see the worker alive, then gone, on a busy machine

@@ -68,7 +68,14 @@ class Fault:
     host: str = ""  # where Ray reported it; this machine's name when empty
 
     def message(self) -> str:
-        return f"[supervisor] the {self.role} (pid {self.pid or '?'} on {self.host or socket.gethostname()}) {self.what}; {NEXT}"
+        return f"[supervisor] the {self.role} (pid {self.pid or '?'} on {node_name(self.host)}) {self.what}; {NEXT}"
+
+
+def node_name(address: str) -> str:
+    """Where a process ran, as a user knows it: Ray reports an actor's node by address, which on a single node is
+    one of this machine's (2026-12-08: 192.0.2.2 for a worker on host `vm`), named then by the machine's name."""
+    local = {addr.address for addrs in psutil.net_if_addrs().values() for addr in addrs}
+    return socket.gethostname() if not address or address in local else address
 
 
 def reported_death(text: str) -> Fault | None:

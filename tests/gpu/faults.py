@@ -32,10 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -261,21 +259,6 @@ def supervisor_line(text: str) -> str | None:
     return next((line for line in text.splitlines() if line.startswith("[supervisor] the ")), None)
 
 
-def this_machine() -> set[str]:
-    """The names a supervisor's line may give this machine: its host name, or an address of it, which is how Ray
-    reports where a dead actor ran (2026-12-08: 'pid 5231 on 192.0.2.2')."""
-    return {socket.gethostname()} | {addr.address for addrs in psutil.net_if_addrs().values() for addr in addrs
-                                     if addr.family == socket.AF_INET}
-
-
-def expected_line(kind: Kind, pid: int, line: str | None) -> str:
-    """The line the supervisor owes for `kind` struck at `pid`: its role, pid and what happened, on this machine,
-    named as `line` names it when that is one of this machine's names."""
-    named = re.search(r" \(pid \d+ on (\S+)\) ", line or "")
-    host = named.group(1) if named and named.group(1) in this_machine() else ""
-    return supervisor.Fault(kind.role, pid, kind.what, host).message()
-
-
 def failures(kind: Kind, rec: dict) -> list[str]:
     """Why a record does not pass: none means it passed."""
     out = []
@@ -482,7 +465,7 @@ def hit(run: Run, fault: str, kind: Kind, checkpoints: Path, gpus: str) -> dict 
     ended = time.monotonic()
     rec.update(rc=rc, message=supervisor_line(run.text()))
     if kind.named:
-        rec["expected_message"] = expected_line(kind, proc.pid, rec["message"])
+        rec["expected_message"] = supervisor.Fault(kind.role, proc.pid, kind.what).message()
     if cut:
         rec.update(cut=cut.name, cut_short=not ckpt.is_complete(cut))
     time.sleep(max(0.0, ended + SETTLE_S - time.monotonic()))
