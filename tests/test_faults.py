@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 import types
@@ -308,6 +309,49 @@ def test_a_reference_run_cut_short_is_made_again(tmp_path, monkeypatch):
     fake_reference(tmp_path, monkeypatch, Launcher)
     assert suite.reference("qwen25-7b-grpo", 6, out, tmp_path / "work") == 0
     assert Launcher.seeds == ["", "actor_rollout_ref.rollout.seed=43"]
+
+
+def test_a_faults_session_starts_the_chain_then_the_reference_seeded_from_the_committed_record(tmp_path):
+    """tests/gpu/faults_session.sh start, with the kit, pip and the suite stubbed: the extra wheels installed, OUT
+    seeded with results/faults' reference record and runs, the chain then the reference queued on GPU 0 within the
+    seconds given, and OUT brought back whole as faults_out.tgz."""
+    checkout, stubs, kit = tmp_path / "checkout", tmp_path / "stubs", tmp_path / "gpu"
+    for name in ("faults_session.sh", "side_by_side.sh", "wait.sh", "harvest.sh"):
+        (checkout / "tests/gpu").mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "tests/gpu" / name, checkout / "tests/gpu")
+    (checkout / "results/faults/metrics").mkdir(parents=True)
+    shutil.copy(REPO / "results/faults/reference.json", checkout / "results/faults")
+    shutil.copy(REPO / "results/faults/metrics/faults.colocated.reference.s42.jsonl", checkout / "results/faults/metrics")
+    (checkout / ".whl/extra").mkdir(parents=True)
+    (checkout / ".whl/extra/liger_kernel-0.8.2-py3-none-any.whl").write_bytes(b"")
+    log = tmp_path / "calls.log"
+    for path, body in ((stubs / "python3", 'echo "python3 $*" >> "$LOG"'), (kit / "bin/install.sh", "exit 0"),
+                       (kit / "bin/run.sh", 'echo "run.sh $*" >> "$LOG"')):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"#!/usr/bin/env bash\n{body}\n")
+        path.chmod(0o755)
+    (tmp_path / "device").mkdir()
+    root = tmp_path / "faults"
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "LOG": str(log), "GPU_KIT": str(kit), "FAULTS_ROOT": str(root),
+           "REPO_COPY": str(tmp_path / "repo"), "EXTRA_SITE": str(tmp_path / "extra"), "OUT": str(tmp_path / "device"),
+           "STAGGER_S": "0", "POLL_S": "1"}
+    done = subprocess.run(["bash", "tests/gpu/faults_session.sh", "start", "600", "trainer_worker,vllm_engine", "30"],
+                          cwd=checkout, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("python3 -m pip install") and calls[0].endswith("liger_kernel-0.8.2-py3-none-any.whl")
+    assert f"--target {tmp_path / 'extra'}" in calls[0]
+    runs = [c.split(" -- ", 1) for c in calls[1:]]
+    assert [head.split()[1:3] for head, _ in runs] == [["faults.colocated", "all"], ["faults.reference", "all"]]
+    assert all(int(head.split()[3]) <= 600 for head, _ in runs)
+    assert [cmd for _, cmd in runs] == [
+        f"python3 tests/gpu/faults.py job qwen25-7b-grpo trainer_worker,vllm_engine --out {root / 'out'}",
+        f"python3 tests/gpu/faults.py reference qwen25-7b-grpo --out {root / 'out'}"]
+    with tarfile.open(tmp_path / "device/faults_out.tgz") as brought:
+        names = set(brought.getnames())
+    assert {"out/reference.json", "out/metrics/faults.colocated.reference.s42.jsonl", "out/side.log"} <= names
+    usage = subprocess.run(["bash", "tests/gpu/faults_session.sh"], cwd=checkout, env=env, capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage" in usage.stderr
 
 
 class SlowLauncher(Launcher):
