@@ -276,13 +276,20 @@ def test_the_reference_job_runs_both_seeds_and_writes_what_resume_match_reads(tm
     assert json.loads((tmp_path / "late" / "reference.json").read_text())["metrics"] == {}
 
 
+def committed_reference(folder):
+    """results/faults' reference record (2026-12-08: the seed-42 run only) and its runs' metrics, copied into
+    `folder` as the suite's OUT holds them."""
+    (folder / "metrics").mkdir(parents=True)
+    shutil.copy(REPO / "results/faults/reference.json", folder)
+    for metrics in (REPO / "results/faults/metrics").glob("*.reference.*.jsonl"):
+        shutil.copy(metrics, folder / "metrics")
+
+
 def test_a_later_session_makes_only_the_reference_run_the_record_lacks(tmp_path, monkeypatch):
     """2026-12-08's reference (results/faults) holds the seed-42 run only: copied into OUT, it is kept and the job
     makes the seed-43 run alone; a record of other steps, or a run cut short, is made again."""
     out = tmp_path / "out"
-    (out / "metrics").mkdir(parents=True)
-    shutil.copy(REPO / "results/faults/reference.json", out)
-    shutil.copy(REPO / "results/faults/metrics/faults.colocated.reference.s42.jsonl", out / "metrics")
+    committed_reference(out)
     fake_reference(tmp_path, monkeypatch, Launcher)
     assert suite.reference("qwen25-7b-grpo", 6, out, tmp_path / "work") == 0
     assert Launcher.seeds == ["actor_rollout_ref.rollout.seed=43"]
@@ -301,11 +308,9 @@ def test_a_later_session_makes_only_the_reference_run_the_record_lacks(tmp_path,
 
 def test_a_reference_run_cut_short_is_made_again(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    (out / "metrics").mkdir(parents=True)
-    shutil.copy(REPO / "results/faults/reference.json", out)
-    lines = (REPO / "results/faults/metrics/faults.colocated.reference.s42.jsonl").read_text().splitlines(keepends=True)
-    (out / "metrics" / "faults.colocated.reference.s42.jsonl").write_text(
-        "".join(line for line in lines if json.loads(line)["step"] < 6))
+    committed_reference(out)
+    kept = out / "metrics" / "faults.colocated.reference.s42.jsonl"
+    kept.write_text("".join(line for line in kept.read_text().splitlines(keepends=True) if json.loads(line)["step"] < 6))
     fake_reference(tmp_path, monkeypatch, Launcher)
     assert suite.reference("qwen25-7b-grpo", 6, out, tmp_path / "work") == 0
     assert Launcher.seeds == ["", "actor_rollout_ref.rollout.seed=43"]
@@ -319,9 +324,7 @@ def test_a_faults_session_starts_the_chain_then_the_reference_seeded_from_the_co
     for name in ("faults_session.sh", "side_by_side.sh", "wait.sh", "harvest.sh"):
         (checkout / "tests/gpu").mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / "tests/gpu" / name, checkout / "tests/gpu")
-    (checkout / "results/faults/metrics").mkdir(parents=True)
-    shutil.copy(REPO / "results/faults/reference.json", checkout / "results/faults")
-    shutil.copy(REPO / "results/faults/metrics/faults.colocated.reference.s42.jsonl", checkout / "results/faults/metrics")
+    committed_reference(checkout / "results/faults")
     (checkout / ".whl/extra").mkdir(parents=True)
     (checkout / ".whl/extra/liger_kernel-0.8.2-py3-none-any.whl").write_bytes(b"")
     log = tmp_path / "calls.log"

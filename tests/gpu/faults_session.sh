@@ -15,7 +15,8 @@ set -uo pipefail
 root=${FAULTS_ROOT:-/tmp/faults} repo=${REPO_COPY:-/tmp/repo}
 out=$root/out
 wait_job() {
-  cd "$repo" && JOB_OUT=$out bash tests/gpu/wait.sh "${1:-540}" "$(cat "$root/job.pid")" "$root/side.log"
+  # OUT unset for wait.sh: its flat harvest would bring back what the archive below holds, a second time
+  cd "$repo" && OUT='' bash tests/gpu/wait.sh "${1:-540}" "$(cat "$root/job.pid")" "$root/side.log"
   cp "$root/side.log" "$out/" 2>/dev/null
   tar -czf "${OUT:?the device call sets OUT}/faults_out.tgz" -C "$root" out
 }
